@@ -1,0 +1,1 @@
+"""The command line: parses, calls the library, renders. No logic lives here."""

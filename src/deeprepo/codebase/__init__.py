@@ -1,0 +1,5 @@
+"""The codebase loader: a local directory or git revision → :class:`Codebase`."""
+
+from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
+
+__all__ = ["Codebase", "CodebaseMetadata", "SkippedFile"]

@@ -1,0 +1,82 @@
+"""The deeprepo error hierarchy.
+
+Every error deeprepo raises on purpose derives from :class:`DeeprepoError`, and
+its message says what the user can do next::
+
+    DeeprepoError
+    ├── UsageError              bad command-line input (exit code 2)
+    │   └── CodebaseError       the path cannot be analysed (missing, a file, empty)
+    ├── ConfigError             a model spec, price file or setting is wrong
+    │   └── MissingKeyError     a provider needs an API key that is not set
+    ├── ProviderError           a model call failed for good (after retries)
+    ├── BudgetExceeded          a cost / sub-call / time budget is spent
+    └── SandboxError            the kernel could not be started or talked to
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deeprepo.providers.base import Completion
+
+
+class DeeprepoError(Exception):
+    """Root of every error deeprepo raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(DeeprepoError):
+    """Bad input from the user: the message names the problem and the fix."""
+
+    exit_code = 2
+
+
+class CodebaseError(UsageError):
+    """The path given cannot be analysed (missing, not a directory, empty, bad revision)."""
+
+
+class ConfigError(DeeprepoError):
+    """A model spec, price file or other setting is invalid."""
+
+    exit_code = 2
+
+
+class MissingKeyError(ConfigError):
+    """A provider needs an API key that is not in the environment."""
+
+
+class ProviderError(DeeprepoError):
+    """A model call failed for good, after the retries the wrapper allows."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+        billed: Completion | None = None,
+    ):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+        # Seconds the server asked us to wait (``retry-after`` header), if it said.
+        self.retry_after = retry_after
+        # A reply that arrived (and was billed) but could not be used, e.g. empty
+        # ``choices``: the metered wrapper records its usage so the ledger stays exact.
+        self.billed = billed
+
+
+class BudgetExceeded(DeeprepoError):
+    """A budget (cost, sub-calls, wall time) is spent; carries the spend so far."""
+
+    def __init__(self, message: str, *, kind: str, spent_usd: float | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.spent_usd = spent_usd
+
+
+class SandboxError(DeeprepoError):
+    """The sandbox kernel could not be started or stopped answering."""

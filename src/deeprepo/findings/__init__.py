@@ -1,0 +1,1 @@
+"""Findings: the record, normalisation of worker output, CWE data and grading."""

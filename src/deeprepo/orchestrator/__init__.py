@@ -1,0 +1,1 @@
+"""The orchestration loop (one Episode), its prompts and the code-block parser."""

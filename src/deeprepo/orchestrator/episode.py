@@ -1,0 +1,268 @@
+"""One episode of the RLM loop: root reply → code blocks → sandbox → output → next turn.
+
+The same Episode runs ``deeprepo analyze``, every benchmark row and every RL
+rollout. It owns the conversation and the stop logic; the kernel owns code
+execution, the metered models own money and retries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from deeprepo.codebase.model import Codebase
+from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
+from deeprepo.findings.coverage import coverable_files, covered_files
+from deeprepo.findings.model import Finding, dedupe, finding_from_dict
+from deeprepo.orchestrator import prompts
+from deeprepo.orchestrator.parser import extract_code_blocks
+from deeprepo.orchestrator.records import RunResult, Turn
+from deeprepo.orchestrator.salvage import salvage_report
+from deeprepo.providers.base import ChatModel, ChatRequest, Message
+from deeprepo.providers.dispatch import SubDispatcher
+from deeprepo.providers.ledger import Ledger
+from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.kernel import ExecResult, Kernel
+
+EventSink = Callable[[str, dict[str, Any]], None]
+_ERROR_RANK = {None: 0, "exception": 1, "syntax": 2, "timeout": 3, "crashed": 4, "killed": 4}
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    max_turns: int = 20
+    prompt: str = "default"  # key of prompts.ROOT_SYSTEM_PROMPTS
+    task: str | None = None  # replaces the default analysis instruction
+    max_root_tokens: int = 8192
+    temperature: float | None = None
+    cache_root_prompt: bool = True
+    countdown_from: int = 3  # show "N turns left" when this few remain
+    timeout_s: float | None = None  # whole-episode wall clock
+
+
+def metadata_summary(codebase: Codebase) -> str:
+    """The short overview the root sees in its first message."""
+    md = codebase.metadata
+    langs = ", ".join(f"{k} ({v})" for k, v in list(md.languages.items())[:8]) or "unknown"
+    largest = ", ".join(f"{p} ({n:,} chars)" for p, n in md.largest_files[:5])
+    lines = [
+        f"- root: {md.root}" + (f" @ {md.revision}" if md.revision else ""),
+        f"- {md.files:,} files, {md.lines:,} lines, {md.chars:,} chars",
+        f"- languages: {langs}",
+        f"- largest: {largest}",
+        f"- entry points: {', '.join(md.entry_points[:10]) or 'none found'}",
+    ]
+    if md.skipped:
+        lines.append(f"- skipped: {len(md.skipped)} files (binary, oversized, ignored); see metadata['skipped']")
+    return "\n".join(lines)
+
+
+class Episode:
+    """Run one root conversation to an answer (or a stop) over one codebase."""
+
+    def __init__(
+        self,
+        codebase: Codebase,
+        *,
+        root: ChatModel,
+        dispatcher: SubDispatcher,
+        ledger: Ledger,
+        config: EpisodeConfig | None = None,
+        sandbox: SandboxConfig | None = None,
+        on_turn: Callable[[Turn], None] | None = None,
+        on_event: EventSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.codebase = codebase
+        self.root = root
+        self.dispatcher = dispatcher
+        self.ledger = ledger
+        self.config = config or EpisodeConfig()
+        self.sandbox_config = sandbox or SandboxConfig()
+        self.on_turn = on_turn
+        self.on_event = on_event or (lambda kind, data: None)
+        self.clock = clock
+        if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
+            raise ValueError(f"unknown prompt {self.config.prompt!r}")
+
+    async def _llm_handler(self, batch: list[str], system: str | None) -> list[str]:
+        results = await self.dispatcher.batch(batch, system)
+        self.on_event("sub_calls", {"count": self.dispatcher.calls})
+        return results
+
+    async def run(self) -> RunResult:
+        started = self.clock()
+        system = prompts.ROOT_SYSTEM_PROMPTS[self.config.prompt]
+        messages: list[Message] = [
+            Message("user", prompts.first_user_message(metadata_summary(self.codebase), self.config.task))
+        ]
+        turns: list[Turn] = []
+        findings: list[Finding] = []
+        answer: dict[str, Any] = {"content": "", "ready": False}
+        stop_reason, stop_detail = "max_turns", ""
+        kernel = await Kernel.start(self.codebase.payload(), self._llm_handler, self.sandbox_config)
+        try:
+            index = 0
+            final_turn = False
+            while True:
+                if index >= self.config.max_turns:
+                    if final_turn:
+                        break
+                    # One last chance to submit, as DESIGN §3 promises.
+                    final_turn = True
+                    last = messages.pop()
+                    messages.append(Message("user", last.content + "\n\n" + prompts.FINAL_TURN_NOTE))
+                if self.config.timeout_s is not None and self.clock() - started >= self.config.timeout_s:
+                    stop_reason, stop_detail = "timeout", f"episode ran past {self.config.timeout_s:g}s"
+                    break
+                index += 1
+                self.on_event("turn_start", {"turn": index, "max_turns": self.config.max_turns})
+                try:
+                    turn, answer, new = await self._turn(kernel, system, messages, index, final_turn)
+                except BudgetExceeded as exc:
+                    stop_reason = "timeout" if exc.kind == "timeout" else "budget"
+                    stop_detail = str(exc)
+                    break
+                except ProviderError as exc:
+                    stop_reason, stop_detail = "error", f"root model failed: {exc}"
+                    break
+                turns.append(turn)
+                findings.extend(new)
+                if self.on_turn is not None:
+                    self.on_turn(turn)
+                self.on_event("turn_end", {"turn": index, "findings": len(findings), "sub_calls": self.dispatcher.calls})
+                if answer.get("ready"):
+                    stop_reason = "answer_ready"
+                    break
+                if final_turn:
+                    break
+        except SandboxError as exc:
+            stop_reason, stop_detail = "error", f"sandbox failed: {exc}"
+        finally:
+            await kernel.close()
+
+        findings = dedupe(findings)
+        content = str(answer.get("content") or "")
+        incomplete = not (answer.get("ready") and content.strip())
+        if stop_reason == "max_turns" and not stop_detail:
+            stop_detail = f"no answer after {self.config.max_turns} turns and the final turn"
+        if incomplete:
+            content = salvage_report(findings, stop_reason, stop_detail, partial=content)
+        sent = list(self.dispatcher.sent_prompts)
+        covered = covered_files(self.codebase.files, sent)
+        return RunResult(
+            answer=content,
+            incomplete=incomplete,
+            stop_reason=stop_reason,
+            stop_detail=stop_detail,
+            findings=findings,
+            turns=turns,
+            sub_calls=self.dispatcher.calls,
+            files_covered=sorted(covered),
+            coverable_files=len(coverable_files(self.codebase.files)),
+            usage=[row.to_dict() for row in self.ledger.rows()],
+            total_cost_usd=self.ledger.total_cost(),
+            wall_seconds=self.clock() - started,
+            root_model=self.root.name,
+            sub_model=self.dispatcher.model.name,
+            sandbox_mode=kernel.mode,
+            sent_prompts=sent,
+        )
+
+    async def _turn(
+        self,
+        kernel: Kernel,
+        system: str,
+        messages: list[Message],
+        index: int,
+        final_turn: bool,
+    ) -> tuple[Turn, dict[str, Any], list[Finding]]:
+        t0 = self.clock()
+        before = self._root_totals()
+        request = ChatRequest(
+            tuple(messages),
+            system=system,
+            max_tokens=self.config.max_root_tokens,
+            temperature=self.config.temperature,
+            cache_prompt=self.config.cache_root_prompt,
+        )
+        completion = await self.root.complete(request)
+        reply = completion.text
+        messages.append(Message("assistant", reply))
+        blocks = extract_code_blocks(reply)
+        new_findings: list[Finding] = []
+        outputs: list[str] = []
+        worst: str | None = None
+        sub_calls = 0
+        answer: dict[str, Any] = {"content": "", "ready": False}
+        if not blocks:
+            outputs.append(prompts.NO_CODE_NOTE)
+        for n, code in enumerate(blocks, 1):
+            result = await kernel.exec(code)
+            sub_calls += result.llm_calls
+            answer = result.answer
+            if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 0):
+                worst = result.error
+            header = f"[block {n} of {len(blocks)}]\n" if len(blocks) > 1 else ""
+            outputs.append(header + self._render_output(result))
+            for raw in result.new_findings:
+                finding = self._to_finding(raw)
+                if finding is not None:
+                    new_findings.append(finding)
+        output = "\n".join(outputs).strip() or "[no output]"
+        turns_left = self.config.max_turns - index
+        if not answer.get("ready") and not final_turn and 0 < turns_left <= self.config.countdown_from:
+            output += "\n" + prompts.turn_countdown(turns_left)
+        messages.append(Message("user", output))
+        after = self._root_totals()
+        turn = Turn(
+            index=index,
+            reply=reply,
+            code_blocks=blocks,
+            output=output,
+            error=worst,
+            sub_calls=sub_calls,
+            findings_added=len(new_findings),
+            answer_ready=bool(answer.get("ready")),
+            input_tokens=after[0] - before[0],
+            output_tokens=after[1] - before[1],
+            cache_read_tokens=after[2] - before[2],
+            cache_write_tokens=after[3] - before[3],
+            cost_usd=None if after[4] is None or before[4] is None else after[4] - before[4],
+            seconds=self.clock() - t0,
+            final_turn=final_turn,
+        )
+        return turn, answer, new_findings
+
+    def _render_output(self, result: ExecResult) -> str:
+        parts = [result.output.rstrip()] if result.output.strip() else []
+        if result.restored:
+            parts.append(
+                "[deeprepo] restored scaffold names you overwrote: "
+                + ", ".join(result.restored)
+                + ". Use other variable names."
+            )
+        if not parts:
+            parts.append("[no output]")
+        return "\n".join(parts)
+
+    def _to_finding(self, raw: dict[str, Any]) -> Finding | None:
+        try:
+            return finding_from_dict(raw)
+        except ValueError:
+            return None
+
+    def _root_totals(self) -> tuple[int, int, int, int, float | None]:
+        inp = out = cr = cw = 0
+        cost: float | None = 0.0
+        for row in self.ledger.rows():
+            if row.role != "root":
+                continue
+            inp += row.input_tokens
+            out += row.output_tokens
+            cr += row.cache_read_tokens
+            cw += row.cache_write_tokens
+            cost = None if cost is None or row.cost_usd is None else cost + row.cost_usd
+        return inp, out, cr, cw, cost

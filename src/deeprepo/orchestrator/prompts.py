@@ -1,0 +1,146 @@
+"""Every prompt deeprepo sends, as data.
+
+The root system prompts (``default``, ``exhaustive``), the first user message,
+the turn countdown and final-turn notes, and the file-audit prompt that root
+code (and the scripted policies) send to sub-LLM workers. The file-audit prompt
+has a fixed, parseable shape (``<file path="...">`` with numbered lines) so
+built-in workers (``static``, ``oracle``) and coverage accounting can read it.
+"""
+
+from __future__ import annotations
+
+import re
+
+ROOT_SYSTEM_PROMPTS: dict[str, str] = {
+    "default": """You are the root orchestrator of a code-analysis system. You analyse a code repository \
+for bugs, security vulnerabilities and architecture problems by writing Python that runs in a persistent REPL.
+
+You never see the files directly. The REPL holds them as data:
+- `codebase`: dict[str, str], relative path -> file text
+- `file_tree`: str, an indented tree of the repository
+- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
+- `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
+- `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
+- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None)`: record a finding
+- `file_audit_prompt(path)`: the standard audit prompt for one file (content included, lines numbered); \
+workers answer it with JSON: {"findings": [{"line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}]}
+- `answer`: dict {"content": "", "ready": False}; `set_answer(text)` sets the final report and ends the run
+
+How to work:
+- Write Python in ```python fenced blocks. Each turn you see the printed output (cut to a few thousand chars), \
+so print summaries, not whole files.
+- Workers are cheap and you are expensive: delegate the reading. Send every relevant source file's content to \
+workers with `llm_batch` (group small files, split big ones) rather than reading files yourself.
+- Parse the workers' JSON, check doubtful findings, record each real one with `add_finding`, citing the exact line.
+- Variables persist between turns. Avoid triple-quoted strings inside f-strings; build long strings with + or join.
+- When done, call `set_answer(report)` with a markdown report: summary, findings by severity with file:line, \
+architecture notes. Only the REPL's `answer` ends the run, not your prose.
+""",
+    "exhaustive": """You are the root orchestrator of a code-analysis system. You analyse a code repository \
+for bugs, security vulnerabilities and architecture problems by writing Python that runs in a persistent REPL.
+
+You never see the files directly. The REPL holds them as data:
+- `codebase`: dict[str, str], relative path -> file text
+- `file_tree`: str, an indented tree of the repository
+- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
+- `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
+- `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
+- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None)`: record a finding
+- `file_audit_prompt(path)`: the standard audit prompt for one file (content included, lines numbered); \
+workers answer it with JSON: {"findings": [{"line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}]}
+- `answer`: dict {"content": "", "ready": False}; `set_answer(text)` sets the final report and ends the run
+
+Coverage is mandatory: before you answer, EVERY source file in `codebase` (code, templates, configuration) \
+must have had its content sent to a worker. Keep a set of the paths you dispatched and print how many remain; \
+do not call `set_answer` while any source file is uncovered.
+
+How to work:
+- Write Python in ```python fenced blocks. Each turn you see the printed output (cut to a few thousand chars), \
+so print summaries, not whole files.
+- Delegate the reading with `llm_batch` over every file; split files longer than a worker can read well.
+- Parse the workers' JSON, record each real finding with `add_finding`, citing the exact line.
+- Variables persist between turns. Avoid triple-quoted strings inside f-strings; build long strings with + or join.
+- When every file is covered, call `set_answer(report)` with a markdown report: summary, findings by severity \
+with file:line, architecture notes. Only the REPL's `answer` ends the run, not your prose.
+""",
+}
+
+BASELINE_SYSTEM_PROMPT = """You are a senior security engineer reviewing a code repository. You are given as \
+many of its files as fit, with numbered lines. Report bugs, security vulnerabilities and architecture problems.
+Answer with a markdown report, then a JSON block (```json) holding {"findings": [{"file", "line", "end_line", \
+"kind", "cwe", "severity", "title", "detail", "fix"}]} with every finding, citing exact lines."""
+
+WORKER_SYSTEM_PROMPT = """You are a meticulous code auditor. You read one piece of code and report real bugs \
+and security vulnerabilities only, each with the exact line numbers shown. Answer with JSON only."""
+
+FILE_AUDIT_INSTRUCTIONS = """Audit the file below for security vulnerabilities and real bugs (injection, \
+weak cryptography, hardcoded secrets, path traversal, unsafe deserialization, XSS, SSRF, missing \
+authorisation, race conditions, resource leaks, logic errors). Do not report style issues. Do not \
+report code that is safe (parameterised queries, secrets read from the environment, strong hashing).
+Answer with JSON only, exactly this shape:
+{"findings": [{"line": <int>, "end_line": <int>, "kind": "<short-kebab-case>", "cwe": "CWE-<n>", \
+"severity": "critical|high|medium|low", "title": "<one line>", "detail": "<why it is a problem>", \
+"fix": "<how to fix>"}]}
+Answer {"findings": []} when the file has no problem."""
+
+_FILE_BLOCK_RE = re.compile(r'<file path="([^"\n]+)"(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL)
+_NUMBERED_LINE_RE = re.compile(r"^ *\d+ \| ?")
+
+
+def number_lines(text: str, start: int = 1) -> str:
+    """``'a\\nb'`` → ``'    1 | a\\n    2 | b'``: workers cite lines they can see."""
+    return "\n".join(f"{i:>5} | {line}" for i, line in enumerate(text.split("\n"), start))
+
+
+def render_file_block(path: str, content: str, start_line: int = 1) -> str:
+    """One file (or a slice of it starting at ``start_line``) in the audit format."""
+    n = content.count("\n") + 1
+    lines_attr = f' lines="{start_line}-{start_line + n - 1}"' if start_line != 1 else ""
+    return f'<file path="{path}"{lines_attr}>\n{number_lines(content, start_line)}\n</file>'
+
+
+def file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
+    """The standard prompt asking a worker to audit one file (or one slice of it)."""
+    return f"{FILE_AUDIT_INSTRUCTIONS}\n\n{render_file_block(path, content, start_line)}\n"
+
+
+def extract_file_blocks(prompt: str) -> list[tuple[str, str, int]]:
+    """Find ``(path, content, start_line)`` for each file block in a prompt, line numbers stripped."""
+    out: list[tuple[str, str, int]] = []
+    for m in _FILE_BLOCK_RE.finditer(prompt):
+        start = int(m.group(2)) if m.group(2) else 1
+        body = "\n".join(_NUMBERED_LINE_RE.sub("", ln, count=1) for ln in m.group(4).split("\n"))
+        out.append((m.group(1), body, start))
+    return out
+
+
+def strip_line_number(line: str) -> str:
+    """Remove a ``'   12 | '`` prefix if the line has one."""
+    return _NUMBERED_LINE_RE.sub("", line, count=1)
+
+
+def first_user_message(metadata_summary: str, task: str | None = None) -> str:
+    body = task or (
+        "Analyse this repository for bugs, security vulnerabilities and architecture problems. "
+        "Start by exploring `file_tree` and `metadata`, then delegate."
+    )
+    return f"{body}\n\nRepository overview:\n{metadata_summary}\n\nWrite your first ```python block."
+
+
+def turn_countdown(turns_left: int) -> str:
+    if turns_left == 1:
+        return (
+            "\n[deeprepo] This is your LAST turn: record remaining findings and call set_answer(report) now."
+        )
+    return f"\n[deeprepo] {turns_left} turns left. Make sure you call set_answer(report) before they run out."
+
+
+FINAL_TURN_NOTE = (
+    "[deeprepo] You have used all your turns without setting the answer. Reply with one ```python block "
+    "that calls set_answer(report) with the best report you can write from what you have now."
+)
+
+NO_CODE_NOTE = (
+    "[deeprepo] Your reply had no ```python block, so nothing ran. Write Python in a fenced block; "
+    "the run ends only when your code calls set_answer(report)."
+)

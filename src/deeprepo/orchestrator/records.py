@@ -1,0 +1,61 @@
+"""Records of one episode: each turn, and the run's result."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from deeprepo.findings.model import Finding
+
+StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error"]
+STOP_REASONS: tuple[str, ...] = ("answer_ready", "max_turns", "budget", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One root turn: what the root wrote, what ran, and what it was shown next."""
+
+    index: int  # 1-based
+    reply: str
+    code_blocks: list[str]
+    output: str  # the message the root received after this turn
+    error: str | None  # worst kernel error of the turn: syntax, exception, timeout, crashed
+    sub_calls: int  # sub-LLM prompts requested during this turn
+    findings_added: int
+    answer_ready: bool
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    cost_usd: float | None
+    seconds: float
+    final_turn: bool = False  # the extra turn given at max_turns to submit an answer
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """Everything an Episode produced; reports and rewards are computed from it."""
+
+    answer: str
+    incomplete: bool
+    stop_reason: str
+    stop_detail: str
+    findings: list[Finding]
+    turns: list[Turn]
+    sub_calls: int
+    files_covered: list[str]
+    coverable_files: int
+    usage: list[dict[str, Any]]  # one entry per (role, model), see docs/outputs.md
+    total_cost_usd: float | None
+    wall_seconds: float
+    root_model: str
+    sub_model: str
+    sandbox_mode: str
+    sent_prompts: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)

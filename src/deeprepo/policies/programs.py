@@ -1,0 +1,297 @@
+"""The Python each scripted policy writes, turn by turn.
+
+This is code a competent (or, for the weak policies, a flawed) root model
+would write against the REPL contract of DESIGN §3. Nothing here knows the
+repository in advance: every decision is made from ``codebase``,
+``metadata`` and the workers' replies at run time.
+"""
+
+from __future__ import annotations
+
+# Shared by the policies that delegate: which files to audit, how to cut them,
+# and how to read a worker's JSON (plain, fenced, or inside prose).
+_HELPERS = r'''
+import json, re
+
+SOURCE_EXTS = {
+    ".py", ".pyi", ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".vue", ".svelte",
+    ".java", ".kt", ".scala", ".go", ".rs", ".rb", ".php", ".cs", ".c", ".h", ".cc",
+    ".cpp", ".hpp", ".swift", ".m", ".sh", ".bash", ".ps1", ".sql", ".html", ".htm",
+    ".jinja", ".jinja2", ".j2", ".ejs", ".hbs", ".erb", ".yaml", ".yml", ".toml",
+    ".ini", ".cfg", ".conf", ".env", ".properties", ".xml", ".tf", ".json", ".gradle",
+}
+SOURCE_NAMES = {"Dockerfile", "Makefile", ".env", "Procfile", "Jenkinsfile"}
+SKIP_NAMES = {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock", "composer.lock"}
+CHUNK_LINES = 300
+
+def is_source(path):
+    name = path.rsplit("/", 1)[-1]
+    if name in SKIP_NAMES or name.endswith((".min.js", ".min.css", ".map")):
+        return False
+    ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+    return name in SOURCE_NAMES or ext.lower() in SOURCE_EXTS
+
+def audit_jobs(paths):
+    jobs = []
+    for p in paths:
+        n = codebase[p].count("\n") + 1
+        for start in range(1, n + 1, CHUNK_LINES):
+            jobs.append((p, start, min(start + CHUNK_LINES - 1, n)))
+    return jobs
+
+def parse_worker_reply(text):
+    if not isinstance(text, str) or text.startswith("[llm error]"):
+        return None
+    candidates = re.findall(r"```(?:json)?\s*(.*?)```", text, re.S) + [text]
+    for cand in candidates:
+        for opener, closer in (("{", "}"), ("[", "]")):
+            start, end = cand.find(opener), cand.rfind(closer)
+            if start == -1 or end <= start:
+                continue
+            try:
+                data = json.loads(cand[start:end + 1])
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                data = data.get("findings", [])
+            if isinstance(data, list):
+                return [d for d in data if isinstance(d, dict)]
+    return []
+
+def record(path, items, lo, hi):
+    added = 0
+    for item in items:
+        try:
+            line = int(str(item.get("line", item.get("start_line", lo))).split("-")[0])
+        except ValueError:
+            continue
+        if not lo <= line <= hi:
+            continue
+        try:
+            end = max(line, int(item.get("end_line") or line))
+        except ValueError:
+            end = line
+        f = dict(file=path, line=line, end_line=end, kind=str(item.get("kind") or "issue"),
+                 severity=str(item.get("severity") or "medium"), title=str(item.get("title") or ""),
+                 detail=str(item.get("detail") or ""), fix=str(item.get("fix") or ""), cwe=item.get("cwe"))
+        key = (path, line, str(f["cwe"] or f["kind"]))
+        if key in seen_keys:
+            continue
+        seen_keys.add(key)
+        all_findings.append(f)
+        add_finding(path, line, f["kind"], f["severity"], f["title"], f["detail"], f["fix"], cwe=f["cwe"], end_line=end)
+        added += 1
+    return added
+
+def dispatch(jobs):
+    replies = llm_batch([file_audit_prompt(p, s, e) for p, s, e in jobs])
+    failed, added = [], 0
+    for (p, s, e), reply in zip(jobs, replies):
+        items = parse_worker_reply(reply)
+        if items is None:
+            failed.append((p, s, e))
+            continue
+        dispatched.add(p)
+        added += record(p, items, s, e)
+    return added, failed
+
+all_findings = globals().get("all_findings", [])
+seen_keys = globals().get("seen_keys", set())
+dispatched = globals().get("dispatched", set())
+'''
+
+_REPORT = r'''
+SEV_ORDER = ["critical", "high", "medium", "low", "info"]
+sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+by_sev = {s: [] for s in SEV_ORDER}
+for f in all_findings:
+    by_sev.get(f["severity"].lower(), by_sev["medium"]).append(f)
+per_file = {}
+for f in all_findings:
+    per_file[f["file"]] = per_file.get(f["file"], 0) + 1
+top_dirs = {}
+for p in codebase:
+    d = p.split("/", 1)[0] if "/" in p else "."
+    top_dirs[d] = top_dirs.get(d, 0) + 1
+
+out = ["# Code analysis report", ""]
+out.append("## Summary")
+out.append("")
+out.append("- Files audited by workers: " + str(len(dispatched)) + " of " + str(len(sources)) + " source files")
+out.append("- Findings: " + str(len(all_findings)) + " (" + ", ".join(s + ": " + str(len(by_sev[s])) for s in SEV_ORDER if by_sev[s]) + ")")
+if per_file:
+    hot = sorted(per_file.items(), key=lambda kv: -kv[1])[:5]
+    out.append("- Hot spots: " + ", ".join(p + " (" + str(n) + ")" for p, n in hot))
+out.append("")
+out.append("## Findings by severity")
+for sev in SEV_ORDER:
+    if not by_sev[sev]:
+        continue
+    out.append("")
+    out.append("### " + sev.capitalize())
+    for f in sorted(by_sev[sev], key=lambda f: (f["file"], f["line"])):
+        cwe = " (" + str(f["cwe"]) + ")" if f["cwe"] else ""
+        out.append("- `" + f["file"] + ":" + str(f["line"]) + "` **" + (f["title"] or f["kind"]) + "**" + cwe)
+        if f["detail"]:
+            out.append("  - " + f["detail"])
+        if f["fix"]:
+            out.append("  - Fix: " + f["fix"])
+if not all_findings:
+    out.append("")
+    out.append("No problems were reported by the workers.")
+out.append("")
+out.append("## Architecture")
+out.append("")
+out.append("- Languages: " + ", ".join(str(k) + " (" + str(v) + ")" for k, v in metadata["languages"].items()))
+out.append("- Entry points: " + (", ".join(metadata["entry_points"]) or "none found"))
+out.append("- Layout: " + ", ".join(d + "/ (" + str(n) + ")" for d, n in sorted(top_dirs.items(), key=lambda kv: -kv[1])[:8]))
+report = "\n".join(out) + "\n"
+'''
+
+EXPERT = [
+    # Turn 1: look at the shape of the repository before deciding anything.
+    r'''
+print(metadata["files"], "files,", metadata["lines"], "lines,", metadata["chars"], "chars")
+print("languages:", metadata["languages"])
+print("entry points:", metadata["entry_points"])
+print("largest:", metadata["largest_files"][:5])
+print("skipped:", len(metadata["skipped"]))
+print(file_tree[:3000])
+''',
+    # Turn 2: delegate every source file (big ones in slices) in one parallel batch.
+    _HELPERS
+    + r'''
+sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+jobs = audit_jobs(sources)
+print("dispatching", len(jobs), "audit prompts over", len(sources), "source files")
+added, failed = dispatch(jobs)
+print("findings recorded:", added, "| failed prompts:", len(failed))
+for f in all_findings[:40]:
+    print(" ", f["severity"], f["file"] + ":" + str(f["line"]), f["cwe"], "-", f["title"][:80])
+''',
+    # Turn 3: retry what failed, check coverage, write the report, answer.
+    _HELPERS
+    + r'''
+sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+retry = [j for j in audit_jobs(sources) if j[0] not in dispatched]
+if retry:
+    added, failed = dispatch(retry)
+    print("retried", len(retry), "prompts:", added, "new findings,", len(failed), "still failing")
+print("covered", len(dispatched), "of", len(sources), "source files")
+'''
+    + _REPORT
+    + r'''
+set_answer(report)
+print(report[:1500])
+''',
+]
+
+LAZY = [
+    # Reads the two biggest files itself and answers without delegating anything.
+    r'''
+picked = [p for p, n in metadata["largest_files"][:2]]
+for p in picked:
+    print("=== " + p)
+    print(codebase[p][:2500])
+''',
+    r'''
+set_answer("# Quick review\n\nI read " + " and ".join(picked) + ". The code looks reasonable; "
+           "no obvious problems stood out in what I read.\n")
+''',
+]
+
+NO_DELEGATION = [
+    r'''
+print(file_tree[:3000])
+''',
+    # Reads everything in its own context instead of asking workers.
+    r'''
+for p in sorted(codebase):
+    print("=== " + p)
+    print(codebase[p][:1500])
+''',
+    # "Analyses" by eye: a few patterns it happens to recognise, no worker involved.
+    r'''
+import re
+patterns = [
+    (r"execute\(\s*f[\"']", "sql-injection", "CWE-89", "high", "SQL built with an f-string"),
+    (r"hashlib\.md5\(", "weak-hash", "CWE-328", "medium", "MD5 used"),
+    (r"shell\s*=\s*True|os\.system\(", "command-injection", "CWE-78", "high", "Shell command"),
+]
+found = 0
+for p, text in codebase.items():
+    for i, line in enumerate(text.split("\n"), 1):
+        for rx, kind, cwe, sev, title in patterns:
+            if re.search(rx, line):
+                add_finding(p, i, kind, sev, title, cwe=cwe)
+                found += 1
+set_answer("# Review\n\nI read the files myself and noted " + str(found) + " suspicious lines.\n")
+''',
+]
+
+# Explores file by file for many turns, then delegates one file per call, twice.
+_READ_NEXT = r'''
+seen_files = globals().get("seen_files", [])
+todo = [p for p in sorted(codebase) if p not in seen_files][:3]
+for p in todo:
+    print("=== " + p)
+    print(codebase[p][:2000])
+    seen_files.append(p)
+print(len(seen_files), "of", len(codebase), "files read")
+'''
+
+OVER_EXPLORER = [
+    r'''
+print(file_tree)
+print(metadata)
+''',
+    *([_READ_NEXT] * 8),
+    _HELPERS
+    + r'''
+sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+for p, s, e in audit_jobs(sources):
+    items = parse_worker_reply(llm_query(file_audit_prompt(p, s, e)))
+    if items is not None:
+        dispatched.add(p)
+        record(p, items, s, e)
+print(len(all_findings), "findings so far")
+''',
+    _HELPERS
+    + r'''
+# Second pass over every file "to be sure": the same prompts again.
+sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+added, failed = dispatch(audit_jobs(sources))
+print("second pass added", added)
+''',
+    *([_READ_NEXT] * 2),
+    _HELPERS + _REPORT + r'''
+set_answer(report)
+''',
+]
+
+# Never adapts: the same unterminated triple-quoted f-string every turn.
+_BROKEN = r'''
+prompts = [f"""Audit this file and answer in JSON:
+{codebase[p]}
+""" for p in codebase]
+results = llm_batch(prompts)
+summary = f"""Found {len(results)} results: {"""".join(results)}
+set_answer(summary)
+'''
+
+SYNTAX_ERRORS = [
+    r'''
+print(file_tree[:2000])
+''',
+    _BROKEN,
+]
+
+FINAL_SUBMIT: dict[str, str] = {
+    "expert": _HELPERS + _REPORT + "\nset_answer(report)\n",
+    "over-explorer": _HELPERS + _REPORT + "\nset_answer(report)\n",
+    "syntax-errors": _BROKEN,
+}
+
+SALVAGE_SUBMIT = r'''
+set_answer("# Report\n\nI ran out of turns before finishing the review.\n")
+'''

@@ -1,0 +1,1 @@
+"""Run outputs: report.md, findings.json, metrics.json, trajectory.jsonl."""

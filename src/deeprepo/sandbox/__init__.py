@@ -1,0 +1,1 @@
+"""The sandbox kernel: root code runs in a child process, never in deeprepo."""

@@ -1,0 +1,1 @@
+"""Tasks with planted bugs and exact ground truth (the generator)."""

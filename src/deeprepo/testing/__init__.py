@@ -1,0 +1,1 @@
+"""Test infrastructure shipped with the package: the loopback model server."""
