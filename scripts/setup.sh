@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set deeprepo up on a fresh machine: system packages (bubblewrap for the kernel
+# sandbox, git), a virtualenv in .venv, and the package with its dev extras.
+# Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=()
+command -v bwrap >/dev/null 2>&1 || want+=(bubblewrap)
+command -v git >/dev/null 2>&1 || want+=(git)
+if [ ${#want[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${want[*]} with apt-get"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}" >/dev/null) \
+      || echo "setup: warning: could not install ${want[*]}; the sandbox falls back to process isolation"
+  else
+    echo "setup: warning: ${want[*]} missing and not installable here (need root + apt-get);" \
+         "the sandbox will fall back to process isolation"
+  fi
+fi
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[dev]"
+echo "setup: done (.venv ready; try .venv/bin/deeprepo --help)"
