@@ -1,0 +1,1 @@
+"""HTTP blueprints: users, posts, admin."""

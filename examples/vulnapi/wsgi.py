@@ -1,0 +1,3 @@
+from vulnapi import create_app
+
+app = create_app()
