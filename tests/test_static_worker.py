@@ -209,7 +209,7 @@ def test_weak_hash_outside_password_context_is_cwe_328() -> None:
     assert (f.line, f.kind, f.cwe) == (4, "weak-hash", "CWE-328")
 
 
-def test_informational_and_suppressed_results_are_dropped() -> None:
+def test_informational_results_are_dropped() -> None:
     src = "\n".join(
         [
             "import pickle",  # B403: informational
@@ -217,12 +217,19 @@ def test_informational_and_suppressed_results_are_dropped() -> None:
             "def check(x):",
             "    assert x",  # B101: informational
             "    try:",
-            "        return pickle.loads(x)  # nosec B301",
+            "        return x.strip()",
             "    except Exception:",
             "        pass",  # B110: informational
         ]
     )
     assert analyze_file("app/util.py", src) == []
+
+
+def test_planted_nosec_does_not_hide_a_bug() -> None:
+    # The analysed repository is untrusted: a `# nosec` comment must not silence the audit.
+    src = "import pickle\n\ndef load(x):\n    return pickle.loads(x)  # nosec B301\n"
+    findings = analyze_file("app/util.py", src)
+    assert [(f.line, f.cwe) for f in findings] == [(4, "CWE-502")]
 
 
 def test_unparseable_python_still_gets_the_secret_scan() -> None:

@@ -6,9 +6,9 @@ goes through bandit and detect-secrets; every other file through detect-secrets
 only. Both libraries are imported lazily, and their one-time setup is cached so
 a batch of hundreds of files pays for it once.
 
-Both tools' own suppression comments (``# nosec``, ``# pragma: allowlist secret``)
-are honoured, as they are when the tools run by themselves: they record a
-reviewer's decision in the repository.
+bandit's ``# nosec`` comments are ignored: the repository under analysis is
+untrusted (DESIGN §10), and a planted ``# nosec`` must not hide a bug from the
+audit. detect-secrets' ``# pragma: allowlist secret`` is still honoured.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def run_bandit(text: str) -> list[WorkerFinding]:
         return []
     window, offset = found
     table = _bandit_map()
-    mgr = manager.BanditManager(_bandit_config(), "file", quiet=True)
+    mgr = manager.BanditManager(_bandit_config(), "file", quiet=True, ignore_nosec=True)
     with tempfile.TemporaryDirectory(prefix="deeprepo-bandit-") as tmp:
         path = os.path.join(tmp, "snippet.py")
         with open(path, "w", encoding="utf-8") as fh:
