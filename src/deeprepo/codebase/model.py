@@ -43,4 +43,8 @@ class Codebase:
 
     def payload(self) -> dict[str, Any]:
         """The JSON-able data the sandbox kernel is started with."""
-        return {"codebase": self.files, "file_tree": self.file_tree, "metadata": self.metadata.to_dict()}
+        return {
+            "codebase": self.files,
+            "file_tree": self.file_tree,
+            "metadata": self.metadata.to_dict(),
+        }

@@ -1,0 +1,484 @@
+"""Load a local directory, or a git revision of one, into a :class:`Codebase`.
+
+Only text the analysis can use is loaded: ``.gitignore`` rules, version-control and junk
+directories, binary and oversized files, and symlinks (never followed) are skipped, and every
+skip the user may care about is listed in ``metadata.skipped`` with its reason. Nothing here runs
+the repository's code, and git is only read (``ls-tree``/``cat-file``), never checked out.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import os
+import posixpath
+import shutil
+import subprocess
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pathspec
+
+from deeprepo.codebase.languages import (
+    JUNK_DIRS,
+    VCS_DIRS,
+    find_entry_points,
+    has_binary_extension,
+    language_of,
+)
+from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
+from deeprepo.codebase.tree import build_tree
+from deeprepo.errors import CodebaseError
+
+__all__ = ["load_codebase"]
+
+#: Bytes inspected for a NUL when deciding that a file is binary (git uses the same 8 KiB).
+BINARY_SNIFF_BYTES = 8192
+#: Per-file notes (e.g. decoded with replacement) beyond this many are summarised in one line.
+MAX_FILE_NOTES = 50
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+# (prefix, outer, spec): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
+# non-empty only for ignore files in directories above the root (inside the same repository).
+_Specs = tuple[tuple[str, str, pathspec.GitIgnoreSpec], ...]
+
+
+def load_codebase(
+    path: str | Path,
+    *,
+    rev: str | None = None,
+    max_file_bytes: int = 1_000_000,
+    respect_gitignore: bool = True,
+) -> Codebase:
+    """Load the text files under ``path`` (or its git revision ``rev``) into a :class:`Codebase`.
+
+    Args:
+        path: a local directory; with ``rev``, a directory inside a git work tree.
+        rev: a commit, branch or tag to read from git instead of the files on disk. A commit
+            holds only tracked files, so ``.gitignore`` rules do not apply to it.
+        max_file_bytes: files larger than this are skipped and listed as ``too-large``.
+        respect_gitignore: apply ``.gitignore`` files (root and nested) and ``.git/info/exclude``.
+
+    Raises:
+        CodebaseError: the path is missing, is a file, holds no loadable text, or ``rev`` is bad.
+    """
+    if max_file_bytes < 1:
+        raise CodebaseError(f"max_file_bytes must be at least 1 (got {max_file_bytes})")
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise CodebaseError(
+            f"{path} does not exist; check the path (relative paths start at {os.getcwd()})"
+        )
+    if root.is_file():
+        raise CodebaseError(f"{path} is a file; pass the directory that contains it")
+    if not root.is_dir():
+        raise CodebaseError(f"{path} is not a directory; pass the repository's directory")
+    root = Path(os.path.realpath(root))
+
+    acc = _Accumulator(max_file_bytes)
+    revision: str | None = None
+    if rev is None:
+        _walk_directory(acc, str(root), respect_gitignore)
+    else:
+        revision = _read_revision(acc, root, rev)
+    if not acc.files:
+        raise CodebaseError(_empty_message(path, acc))
+    return _assemble(root.name or str(root), acc, revision)
+
+
+class _Accumulator:
+    """What a walk collects: texts, skips and notes, plus the checks every file goes through."""
+
+    def __init__(self, max_file_bytes: int) -> None:
+        self.max_file_bytes = max_file_bytes
+        self.files: dict[str, str] = {}
+        self.lines = 0
+        self.skipped: list[SkippedFile] = []
+        self.notes: list[str] = []
+        self.file_notes: list[str] = []
+        self.ignored = 0
+
+    def skip(self, path: str, reason: str) -> None:
+        self.skipped.append(SkippedFile(path, reason))
+
+    def too_large(self, path: str, size: int) -> None:
+        self.skip(path, f"too-large ({size:,} bytes > {self.max_file_bytes:,})")
+
+    def add(self, path: str, data: bytes) -> None:
+        """Decode ``data`` and keep it, or record why not (binary, too large)."""
+        if len(data) > self.max_file_bytes:
+            self.too_large(path, len(data))
+            return
+        text: str | None = None
+        newlines = -1  # counted on the bytes where that is exact: faster than on the str
+        if data[:2] in _UTF16_BOMS:
+            # UTF-16 text is full of NULs; its BOM is the only sign it is text.
+            try:
+                text = data.decode("utf-16")
+                self.file_notes.append(f"decoded as UTF-16: {path}")
+            except UnicodeDecodeError:
+                text = None
+        if text is None:
+            if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) != -1:
+                self.skip(path, "binary")
+                return
+            text = _decode(data)
+            if text is None:
+                text = data.decode("utf-8", errors="replace")
+                self.file_notes.append(f"decoded with replacement (not valid UTF-8): {path}")
+            newlines = data.count(b"\n")  # in UTF-8 a 0x0A byte is always a newline
+        if newlines < 0:
+            newlines = text.count("\n")
+        self.files[path] = text
+        self.lines += newlines + (0 if not text or text.endswith("\n") else 1)
+
+
+def _decode(data: bytes) -> str | None:
+    """Strict UTF-8 (a leading BOM dropped), or ``None`` when the bytes are not UTF-8."""
+    try:
+        if data.startswith(codecs.BOM_UTF8):
+            return data.decode("utf-8-sig")
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+# ---------------------------------------------------------------------------- directory walk
+
+
+def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> None:
+    """Walk ``root`` with ``os.scandir`` (an explicit stack, so depth is unbounded)."""
+    specs = _enclosing_specs(acc, root) if respect_gitignore else ()
+    stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
+    while stack:
+        prefix, abs_dir, specs = stack.pop()
+        try:
+            with os.scandir(abs_dir) as it:
+                entries = list(it)
+        except OSError as exc:
+            if not prefix:
+                raise CodebaseError(
+                    f"cannot read {root}: {exc.strerror or exc}; check its permissions"
+                ) from exc
+            acc.skip(prefix, f"unreadable: {_reason(exc)}")
+            continue
+        if respect_gitignore:
+            for entry in entries:
+                if entry.name == ".gitignore" and entry.is_file(follow_symlinks=False):
+                    spec = _compile_ignore(acc, entry.path, prefix + ".gitignore")
+                    if spec is not None:
+                        specs = (*specs, (prefix, "", spec))
+                    break
+        for entry in entries:
+            name = entry.name
+            rel = _clean_name(acc, prefix + name)
+            try:
+                if name in VCS_DIRS:  # also a `.git` file, as in worktrees and submodules
+                    continue
+                if entry.is_symlink():
+                    if specs and _ignored(specs, rel, False):
+                        acc.ignored += 1
+                    else:
+                        _load_symlink(acc, rel, entry.path, root)
+                elif entry.is_dir(follow_symlinks=False):
+                    if name in JUNK_DIRS:
+                        acc.skip(rel + "/", "junk-directory")
+                    elif specs and _ignored(specs, rel, True):
+                        acc.ignored += 1
+                    else:
+                        stack.append((rel + "/", entry.path, specs))
+                elif entry.is_file(follow_symlinks=False):
+                    if specs and _ignored(specs, rel, False):
+                        acc.ignored += 1
+                    else:
+                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False).st_size)
+                else:
+                    acc.skip(rel, "not-a-regular-file")
+            except OSError as exc:  # vanished mid-walk, name too long, I/O error
+                acc.skip(rel, f"unreadable: {_reason(exc)}")
+
+
+def _load_file(acc: _Accumulator, rel: str, abs_path: str, size: int) -> None:
+    if has_binary_extension(rel):
+        acc.skip(rel, "binary")
+    elif size > acc.max_file_bytes:
+        acc.too_large(rel, size)
+    else:
+        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, size))
+
+
+def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None:
+    """Symlinks are never followed; say why each one was skipped."""
+    try:
+        os.stat(abs_path)
+    except OSError as exc:
+        acc.skip(rel, "symlink-loop" if exc.errno == errno.ELOOP else "broken-symlink")
+        return
+    target = os.path.realpath(abs_path)
+    if target != root and not target.startswith(root + os.sep):
+        acc.skip(rel, "symlink-outside-root")
+    else:
+        acc.skip(rel, _inside_reason(Path(os.path.relpath(target, root)).as_posix()))
+
+
+def _inside_reason(target: str) -> str:
+    # The target is loaded under its own path; following the link too would make the
+    # workers read (and bill for) the same text twice, and directory links can loop.
+    return f"symlink-inside-root (to {target}, loaded under that path)"
+
+
+def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
+    """Read at most ``limit`` bytes of a file with raw ``os`` calls (little per-file overhead).
+
+    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
+    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
+    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
+    heap and once doubled the resident memory.
+    """
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        data = os.read(fd, min(size_hint + 1, limit))
+        if len(data) == size_hint or len(data) >= limit:
+            return data
+        chunks = [data]
+        got = len(data)
+        while got < limit:
+            chunk = os.read(fd, min(limit - got, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
+    """Ignore rules that reach ``root`` from its repository: ``.git/info/exclude`` and the
+    ``.gitignore`` files of the directories between the repository's top and ``root``."""
+    top = root
+    while not os.path.exists(os.path.join(top, ".git")):
+        parent = os.path.dirname(top)
+        if parent == top:  # not inside a repository: only the root's own files apply
+            return ()
+        top = parent
+    inner = os.path.relpath(root, top).replace(os.sep, "/")
+    outer = "" if inner == "." else inner + "/"
+    specs: list[tuple[str, str, pathspec.GitIgnoreSpec]] = []
+    exclude = _compile_ignore(acc, os.path.join(top, ".git", "info", "exclude"), "exclude")
+    if exclude is not None:
+        specs.append(("", outer, exclude))
+    parts = outer.split("/")[:-1]
+    for depth in range(len(parts)):  # the top itself down to root's parent
+        here = os.path.join(top, *parts[:depth], ".gitignore")
+        spec = _compile_ignore(acc, here, here)
+        if spec is not None:
+            specs.append(("", "/".join(parts[depth:]) + "/", spec))
+    return tuple(specs)
+
+
+def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> pathspec.GitIgnoreSpec | None:
+    """Compile one ignore file; a missing file gives ``None``, a broken one a note."""
+    try:
+        with open(abs_path, "rb") as fh:
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    try:
+        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError as exc:
+        acc.notes.append(f"{rel} could not be parsed ({exc}); its rules were not applied")
+        return None
+    return spec if len(spec) else None
+
+
+def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
+    """Git's rule: the deepest ignore file with a matching pattern decides, last match wins."""
+    suffix = "/" if is_dir else ""
+    for prefix, outer, spec in reversed(specs):
+        result = spec.check_file(outer + rel[len(prefix) :] + suffix)
+        if result.include is not None:
+            return result.include
+    return False
+
+
+def _clean_name(acc: _Accumulator, rel: str) -> str:
+    """File names that are not valid UTF-8 get replacement characters (JSON needs valid text)."""
+    if rel.isascii():
+        return rel
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        clean = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        acc.file_notes.append(f"file name is not valid UTF-8, shown with replacements: {clean}")
+        return clean
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- git revision
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    git = shutil.which("git")
+    if git is None:
+        raise CodebaseError(
+            "git is not installed; install git or load the directory without a revision"
+        )
+    return subprocess.run([git, *args], cwd=root, capture_output=True, check=False)
+
+
+def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
+    """Load the tree of commit ``rev`` (the part under ``root``); return the commit's full SHA."""
+    if not rev or rev.startswith("-"):
+        raise CodebaseError(f"revision {rev!r} is not valid; pass a commit, branch or tag name")
+    where = _git(root, "rev-parse", "--show-prefix")
+    if where.returncode != 0:
+        said = where.stderr.decode(errors="replace").strip().splitlines()
+        raise CodebaseError(
+            f"cannot read revision {rev!r}: git says {said[-1] if said else 'nothing'!r} "
+            f"for {root}; pass a directory inside a git repository, or drop the revision"
+        )
+    prefix = where.stdout.decode().strip()
+    found = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if found.returncode != 0:
+        raise CodebaseError(
+            f"revision {rev!r} was not found in the git repository at {root}; "
+            "pass a commit, branch or tag that `git log --all --oneline` shows"
+        )
+    sha = found.stdout.decode().strip()
+    listing = _git(
+        root, "ls-tree", "--full-tree", "-r", "-z", "--long", f"{sha}:{prefix}" if prefix else sha
+    )
+    if listing.returncode != 0:
+        raise CodebaseError(
+            f"{prefix or root} does not exist in revision {rev!r}; load a directory that it holds"
+        )
+
+    requests: list[tuple[str, str, bool]] = []  # (path, object id, is a symlink)
+    junk: set[str] = set()
+    for record in listing.stdout.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        mode, kind, oid, size = meta.decode().split()
+        rel = _clean_name(acc, os.fsdecode(raw_path))
+        parts = rel.split("/")
+        at = next((i for i, p in enumerate(parts[:-1]) if p in JUNK_DIRS or p in VCS_DIRS), -1)
+        if at >= 0:
+            if parts[at] in JUNK_DIRS:
+                junk.add("/".join(parts[: at + 1]) + "/")
+        elif kind == "commit":
+            acc.skip(rel, "submodule")
+        elif mode == "120000":
+            requests.append((rel, oid, True))
+        elif has_binary_extension(rel):
+            acc.skip(rel, "binary")
+        elif int(size) > acc.max_file_bytes:
+            acc.too_large(rel, int(size))
+        else:
+            requests.append((rel, oid, False))
+    for path in sorted(junk):
+        acc.skip(path, "junk-directory")
+    blobs = _cat_blobs(root, [oid for _, oid, _ in requests])
+    for (rel, _, is_link), data in zip(requests, blobs, strict=True):
+        if is_link:
+            target = posixpath.normpath(
+                posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
+            )
+            outside = target.startswith(("/", "../")) or target == ".."
+            acc.skip(rel, "symlink-outside-root" if outside else _inside_reason(target))
+        else:
+            acc.add(rel, data)
+    acc.notes.append(f"loaded git revision {rev!r} = {sha}, not the files on disk")
+    return sha
+
+
+def _cat_blobs(root: Path, oids: list[str]) -> Iterator[bytes]:
+    """Stream blob contents from one ``git cat-file --batch`` process, in request order."""
+    if not oids:
+        return
+    git = shutil.which("git") or "git"
+    proc = subprocess.Popen(
+        [git, "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    stdin = proc.stdin
+
+    def feed() -> None:
+        # A thread writes the requests so that a full stdout pipe cannot deadlock us.
+        try:
+            stdin.write(("\n".join(oids) + "\n").encode())
+            stdin.close()
+        except OSError:  # git went away (we stopped reading); the reader reports it
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        for oid in oids:
+            header = proc.stdout.readline().split()
+            if len(header) != 3:
+                raise CodebaseError(f"git cat-file could not read object {oid}; run `git fsck`")
+            yield proc.stdout.read(int(header[2]))
+            proc.stdout.read(1)  # the newline after each object
+    finally:
+        proc.stdout.close()
+        writer.join()
+        proc.wait()
+
+
+# ---------------------------------------------------------------------------- assembly
+
+
+def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codebase:
+    files = dict(sorted(acc.files.items()))
+    languages = Counter(lang for lang in map(language_of, files) if lang is not None)
+    ordered_languages = dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0])))
+    # Stable sort: equal sizes stay in path order.
+    largest = sorted(((p, len(t)) for p, t in files.items()), key=lambda pt: -pt[1])[:10]
+    notes = list(acc.notes)
+    acc.file_notes.sort()  # the walk's order depends on the file system
+    notes.extend(acc.file_notes[:MAX_FILE_NOTES])
+    if len(acc.file_notes) > MAX_FILE_NOTES:
+        notes.append(f"... and {len(acc.file_notes) - MAX_FILE_NOTES:,} more file notes like these")
+    if acc.ignored:
+        plural = "path" if acc.ignored == 1 else "paths"
+        notes.append(f"{acc.ignored:,} {plural} matched .gitignore rules and were not loaded")
+    metadata = CodebaseMetadata(
+        root=root_name,
+        files=len(files),
+        chars=sum(map(len, files.values())),
+        lines=acc.lines,
+        languages=ordered_languages,
+        largest_files=largest,
+        entry_points=find_entry_points(files),
+        skipped=sorted(acc.skipped, key=lambda s: s.path),
+        notes=notes,
+        revision=revision,
+    )
+    return Codebase(
+        files=files, file_tree=build_tree(files, root_name=root_name), metadata=metadata
+    )
+
+
+def _empty_message(path: str | Path, acc: _Accumulator) -> str:
+    kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
+    parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+    detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
+    if acc.ignored:
+        detail += f"; {acc.ignored} ignored by .gitignore"
+    hints = ["pass the directory that holds the source code"]
+    if kinds.get("too-large"):
+        hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
+    if acc.ignored:
+        hints.append("or set respect_gitignore=False")
+    return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)
