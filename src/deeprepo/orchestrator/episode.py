@@ -84,10 +84,12 @@ class Episode:
         self.on_turn = on_turn
         self.on_event = on_event or (lambda kind, data: None)
         self.clock = clock
+        self._batch_sizes: list[int] = []
         if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
             raise ValueError(f"unknown prompt {self.config.prompt!r}")
 
     async def _llm_handler(self, batch: list[str], system: str | None) -> list[str]:
+        self._batch_sizes.append(len(batch))
         results = await self.dispatcher.batch(batch, system)
         self.on_event("sub_calls", {"count": self.dispatcher.calls})
         return results
@@ -169,6 +171,7 @@ class Episode:
             sub_model=self.dispatcher.model.name,
             sandbox_mode=kernel.mode,
             sent_prompts=sent,
+            batch_sizes=list(self._batch_sizes),
         )
 
     async def _turn(

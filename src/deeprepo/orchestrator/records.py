@@ -55,6 +55,7 @@ class RunResult:
     sub_model: str
     sandbox_mode: str
     sent_prompts: list[str] = field(default_factory=list, repr=False)
+    batch_sizes: list[int] = field(default_factory=list)  # prompts per llm_query/llm_batch request
 
     @property
     def num_turns(self) -> int:
