@@ -1,0 +1,138 @@
+"""Adapter for Anthropic's Messages API.
+
+It translates a :class:`ChatRequest` into ``messages.create`` and back. With
+``request.cache_prompt`` it marks the system block and the last user message
+with ``cache_control: {"type": "ephemeral"}``: the root's conversation only grows,
+so each turn reads everything before its newest message from the prompt cache
+(billed at 0.1x) and writes the new tail (1.25x). Retries belong to the metered
+wrapper; the SDK's are off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from deeprepo.errors import ConfigError, ProviderError
+from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.providers.openai_compat import (
+    _usage_warning,
+    make_http_client,
+    translate_sdk_error,
+)
+from deeprepo.providers.spec import ModelSpec
+
+__all__ = ["AnthropicModel"]
+
+_EPHEMERAL = {"type": "ephemeral"}
+
+
+def _usage_of(raw: Any, spec: ModelSpec) -> Usage:
+    if raw is None:
+        _usage_warning(spec)
+        return Usage()
+    # Anthropic's input_tokens already excludes cache reads and writes.
+    return Usage(
+        input_tokens=int(getattr(raw, "input_tokens", 0) or 0),
+        output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
+        cache_read_tokens=int(getattr(raw, "cache_read_input_tokens", 0) or 0),
+        cache_write_tokens=int(getattr(raw, "cache_creation_input_tokens", 0) or 0),
+    )
+
+
+class AnthropicModel:
+    """A Claude model through the official async SDK (base URL without ``/v1``)."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 600.0,
+        max_connections: int = 256,
+        http_backend: str = "auto",
+    ) -> None:
+        try:
+            import anthropic
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise ConfigError(
+                "the anthropic package is missing: pip install 'anthropic>=0.40'"
+            ) from exc
+        self.spec = spec
+        self.base_url = base_url or spec.base_url
+        self._anthropic = anthropic
+        self._client_kwargs: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": self.base_url,
+            "max_retries": 0,
+            "timeout": timeout_s,
+        }
+        self._max_connections = max_connections
+        self._http_backend = http_backend
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+
+    def _client_for_loop(self) -> Any:
+        # Connections belong to the loop that opened them (see OpenAICompatModel).
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            http = make_http_client(self._anthropic, self._max_connections, self._http_backend)
+            self._client = self._anthropic.AsyncAnthropic(**self._client_kwargs, http_client=http)
+            self._loop = loop
+        return self._client
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = [
+            {"role": m.role, "content": m.content} for m in request.messages
+        ]
+        params: dict[str, Any] = {"model": self.spec.model, "max_tokens": request.max_tokens}
+        if request.cache_prompt:
+            for msg in reversed(messages):
+                if msg["role"] == "user":
+                    msg["content"] = [
+                        {"type": "text", "text": msg["content"], "cache_control": _EPHEMERAL}
+                    ]
+                    break
+        if request.system:
+            params["system"] = (
+                [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+                if request.cache_prompt
+                else request.system
+            )
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        params["messages"] = messages
+        return params
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """One Messages call; raises :class:`ProviderError` with ``retryable`` set."""
+        try:
+            resp = await self._client_for_loop().messages.create(**self._params(request))
+        except (self._anthropic.AnthropicError, ValueError) as exc:
+            raise translate_sdk_error(exc, self.spec) from exc
+        usage = _usage_of(getattr(resp, "usage", None), self.spec)
+        stop = getattr(resp, "stop_reason", None)
+        model = str(getattr(resp, "model", "") or self.spec.model)
+        texts = [
+            str(block.text)
+            for block in (getattr(resp, "content", None) or [])
+            if getattr(block, "type", None) == "text"
+        ]
+        billed = Completion("".join(texts), usage, model, stop, None)
+        if stop == "refusal":
+            raise ProviderError(
+                f"{self.name}: the model refused to answer", retryable=False, billed=billed
+            )
+        if not texts:
+            raise ProviderError(f"{self.name}: reply had no text", retryable=True, billed=billed)
+        return billed
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()

@@ -1,0 +1,101 @@
+"""The sub-LLM dispatcher behind the REPL's ``llm_query`` and ``llm_batch``.
+
+Every item of a batch runs concurrently; the :class:`MeteredModel`'s semaphore
+bounds how many are in flight. One item failing (provider error, budget spent,
+a prompt that is not a string) turns into a string beginning ``"[llm error] "``
+in that item's place, so a root model's batch never dies of one bad item.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from deeprepo.errors import BudgetExceeded, DeeprepoError
+from deeprepo.orchestrator.prompts import WORKER_SYSTEM_PROMPT
+from deeprepo.providers.base import ChatRequest, Message
+from deeprepo.providers.metered import MeteredModel
+
+__all__ = ["ERROR_PREFIX", "SubDispatcher"]
+
+ERROR_PREFIX = "[llm error] "
+log = logging.getLogger(__name__)
+
+
+class SubDispatcher:
+    """Answers sub-LLM prompts through one metered model.
+
+    ``sent_prompts`` lists, in call order (batch order within a batch), every prompt
+    a model or the cache answered: the orchestrator computes coverage from it, so a
+    prompt whose call failed is not in it. ``calls`` counts prompts handed to the
+    model (failed ones included); ``errors`` those that came back as error strings.
+    """
+
+    def __init__(
+        self,
+        model: MeteredModel,
+        *,
+        system_default: str | None = WORKER_SYSTEM_PROMPT,
+        max_tokens: int = 4096,
+        temperature: float | None = None,
+    ) -> None:
+        self.model = model
+        self.system_default = system_default
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.sent_prompts: list[str] = []
+        self.calls = 0
+        self.errors = 0
+        self.last_budget_error: BudgetExceeded | None = None
+
+    async def _one(self, prompt: object, system: object) -> tuple[str, bool]:
+        """``(answer or error string, answered)``; never raises for a failed call."""
+        if not isinstance(prompt, str):
+            return _error(f"prompt must be a str, got {type(prompt).__name__}"), False
+        if system is not None and not isinstance(system, str):
+            return _error(f"system must be a str or None, got {type(system).__name__}"), False
+        request = ChatRequest(
+            messages=(Message("user", prompt),),
+            system=self.system_default if system is None else system,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+        )
+        self.calls += 1
+        try:
+            completion = await self.model.complete(request)
+        except BudgetExceeded as exc:
+            self.last_budget_error = exc
+            return _error(f"budget exhausted ({exc.kind}): {exc}"), False
+        except DeeprepoError as exc:
+            return _error(str(exc)), False
+        except Exception as exc:  # a bug in a built-in worker must not sink the batch
+            log.exception("sub-call failed unexpectedly")
+            return _error(f"{type(exc).__name__}: {exc}"), False
+        return completion.text, True
+
+    def _settle(self, prompts: list[object], results: list[tuple[str, bool]]) -> list[str]:
+        out: list[str] = []
+        for prompt, (text, answered) in zip(prompts, results, strict=True):
+            if answered and isinstance(prompt, str):
+                self.sent_prompts.append(prompt)
+            else:
+                self.errors += 1
+            out.append(text)
+        return out
+
+    async def query(self, prompt: str, system: str | None = None) -> str:
+        """One sub-LLM call: the answer, or an ``"[llm error] …"`` string."""
+        result = await self._one(prompt, system)
+        return self._settle([prompt], [result])[0]
+
+    async def batch(self, prompts: list[str], system: str | None = None) -> list[str]:
+        """Answers in the order of ``prompts``; a failed item holds an error string."""
+        if isinstance(prompts, str | bytes):
+            raise TypeError("llm_batch takes a list of prompts; for one prompt use llm_query")
+        items: list[object] = list(prompts)
+        results = await asyncio.gather(*(self._one(p, system) for p in items))
+        return self._settle(items, list(results))
+
+
+def _error(reason: str) -> str:
+    return ERROR_PREFIX + reason

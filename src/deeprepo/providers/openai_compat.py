@@ -1,0 +1,286 @@
+"""Adapter for OpenAI's Chat Completions wire format: OpenAI, OpenRouter, vLLM, Ollama, ….
+
+It only translates: a :class:`ChatRequest` into ``chat.completions.create`` and the
+reply into a :class:`Completion`. The SDK's own retries are off (``max_retries=0``);
+the metered wrapper retries, using the ``retryable`` flag and ``retry_after`` this
+module puts on every :class:`ProviderError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from deeprepo.errors import ConfigError, ProviderError
+from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.providers.spec import ModelSpec
+
+__all__ = [
+    "OPENROUTER_BASE_URL",
+    "OpenAICompatModel",
+    "make_http_client",
+    "parse_retry_after",
+    "translate_sdk_error",
+]
+
+log = logging.getLogger(__name__)
+
+OPENROUTER_BASE_URL = "https://openrouter.ai/api/v1"
+KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
+# Request timeout, conflict, too early, rate limit: worth another try. So is every 5xx.
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+# A 429 with these codes is a billing wall, not a rate limit: retrying cannot help.
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_detail(exc: Exception) -> str:
+    """The server's own error message (both wire formats), not the SDK's wrapper text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+    text = str(getattr(exc, "message", None) or exc)
+    return re.sub(r"^Error code: \d+ - ", "", text)
+
+
+def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
+    """Turn an OpenAI/Anthropic SDK exception (both are Stainless SDKs, so the same
+    shape) into a :class:`ProviderError` with ``retryable``, ``status``, ``retry_after``."""
+    name = type(exc).__name__
+    mro = {c.__name__ for c in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None)
+        retry_after = parse_retry_after(headers)
+        code = getattr(exc, "code", None)
+        retryable = (status in _RETRYABLE_STATUS or status >= 500) and code not in _QUOTA_CODES
+        hint = ""
+        if status in (401, 403):
+            hint = f"; check {KEY_ENV.get(spec.provider, 'the API key')} and the model's access"
+        elif status == 404:
+            hint = f"; check the model name {spec.model!r} and the base URL"
+        elif code in _QUOTA_CODES:
+            hint = "; the account is out of credit"
+        detail = _error_detail(exc)
+        return ProviderError(
+            f"{spec.name}: HTTP {status} {detail}{hint}",
+            retryable=retryable,
+            status=status,
+            retry_after=retry_after,
+        )
+    cause = exc.__cause__ or exc.__context__
+    why = f" ({type(cause).__name__}: {cause})" if cause else ""
+    if "APITimeoutError" in mro:
+        # Some transports report a dropped connection as a timeout; the cause tells.
+        return ProviderError(f"{spec.name}: request timed out{why}", retryable=True)
+    if "APIConnectionError" in mro:
+        return ProviderError(f"{spec.name}: connection failed{why}", retryable=True)
+    if "APIResponseValidationError" in mro or isinstance(exc, ValueError):
+        # A body that is not JSON or not the expected shape: a broken reply, try again.
+        return ProviderError(f"{spec.name}: malformed reply ({name}: {exc})", retryable=True)
+    return ProviderError(f"{spec.name}: {name}: {exc}", retryable=False)
+
+
+def make_http_client(sdk: Any, max_connections: int, backend: str = "auto") -> Any:
+    """An HTTP client for a Stainless SDK module (``openai`` or ``anthropic``) whose pool
+    holds ``max_connections``, so a wide batch never queues inside the client.
+
+    ``backend="auto"`` takes the SDK's aiohttp transport when ``aiohttp`` is installed:
+    per request it costs about half the CPU of the default httpx pool, which matters
+    for batches of hundreds of sub-calls. ``"httpx"`` forces the default transport.
+    """
+    try:
+        import httpx2 as hx
+    except ImportError:  # pragma: no cover - SDKs before the httpx2 move
+        import httpx as hx  # type: ignore[no-redef]
+    limits = hx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    if backend not in ("auto", "httpx", "aiohttp"):
+        raise ConfigError(f"unknown HTTP backend {backend!r}; use auto, httpx or aiohttp")
+    if backend != "httpx" and hasattr(sdk, "DefaultAioHttpClient"):
+        try:
+            import aiohttp  # noqa: F401
+        except ImportError:
+            if backend == "aiohttp":
+                raise ConfigError("the aiohttp backend needs: pip install aiohttp") from None
+        else:
+            return sdk.DefaultAioHttpClient(limits=limits)
+    return sdk.DefaultAsyncHttpxClient(limits=limits)
+
+
+def _usage_warning(spec: ModelSpec) -> None:
+    # Not fatal: the answer is still good, only the ledger undercounts. Say so.
+    log.warning("%s sent a reply without usage; counting it as 0 tokens", spec.name)
+
+
+def _usage_of(raw: Any, spec: ModelSpec) -> tuple[Usage, float | None]:
+    if raw is None:
+        _usage_warning(spec)
+        return Usage(), None
+    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0)
+    written = int(getattr(details, "cache_write_tokens", 0) or 0)  # OpenRouter
+    usage = Usage(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
+    cost = getattr(raw, "cost", None)  # OpenRouter reports each call's own cost
+    if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+        return usage, float(cost)
+    return usage, None
+
+
+class OpenAICompatModel:
+    """A model behind an OpenAI-compatible ``/v1/chat/completions`` endpoint."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        api_key: str,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 600.0,
+        max_connections: int = 256,
+        default_headers: Mapping[str, str] | None = None,
+        http_backend: str = "auto",
+    ) -> None:
+        try:
+            import openai
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise ConfigError("the openai package is missing: pip install 'openai>=1.40'") from exc
+        self.spec = spec
+        url = base_url or spec.base_url
+        if url is None and spec.provider == "openrouter":
+            url = OPENROUTER_BASE_URL
+        self.base_url = url
+        headers = dict(default_headers or {})
+        if spec.provider == "openrouter":
+            headers.setdefault("X-Title", "deeprepo")
+        self._openai = openai
+        from openai.types.chat import ChatCompletion
+
+        self._completion_type = ChatCompletion
+        self._client_kwargs: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": url,
+            "max_retries": 0,
+            "timeout": timeout_s,
+            "default_headers": headers or None,
+        }
+        self._max_connections = max_connections
+        self._http_backend = http_backend
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+
+    def _client_for_loop(self) -> Any:
+        # HTTP connections belong to the event loop that opened them; a caller that
+        # runs asyncio.run() per batch gets a fresh client per loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            http = make_http_client(self._openai, self._max_connections, self._http_backend)
+            self._client = self._openai.AsyncOpenAI(**self._client_kwargs, http_client=http)
+            self._loop = loop
+        return self._client
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        messages: list[dict[str, str]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages += [{"role": m.role, "content": m.content} for m in request.messages]
+        params: dict[str, Any] = {"model": self.spec.model, "messages": messages}
+        # OpenAI's own API rejects max_tokens on reasoning models; other servers may not
+        # know max_completion_tokens.
+        if self.spec.provider == "openai" and self.base_url is None:
+            params["max_completion_tokens"] = request.max_tokens
+        else:
+            params["max_tokens"] = request.max_tokens
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        if self.spec.provider == "openrouter":
+            params["usage"] = {"include": True}  # ask for the call's cost in usage.cost
+        return params
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """One chat completion; raises :class:`ProviderError` with ``retryable`` set."""
+        client = self._client_for_loop()
+        try:
+            # The generic post() skips the SDK's per-request walk over the typed params
+            # (a third of its CPU per call); the body is plain JSON already.
+            resp = await client.post(
+                "/chat/completions", body=self._params(request), cast_to=self._completion_type
+            )
+        except (self._openai.OpenAIError, ValueError) as exc:
+            raise translate_sdk_error(exc, self.spec) from exc
+        usage, cost = _usage_of(getattr(resp, "usage", None), self.spec)
+        choices = getattr(resp, "choices", None) or []
+        model = str(getattr(resp, "model", "") or self.spec.model)
+        finish = choices[0].finish_reason if choices else None
+        # Only a reply that reports usage was billed as far as we can know.
+        has_usage = getattr(resp, "usage", None) is not None
+        billed = Completion("", usage, model, finish, cost) if has_usage else None
+        if not choices:
+            # OpenRouter can answer 200 with an error object instead of choices.
+            err = getattr(resp, "error", None)
+            why = f": {err.get('message', err) if isinstance(err, dict) else err}" if err else ""
+            raise ProviderError(
+                f"{self.name}: reply had no choices{why}", retryable=True, billed=billed
+            )
+        message = choices[0].message
+        content = getattr(message, "content", None)
+        if content is None:
+            refusal = getattr(message, "refusal", None)
+            if finish == "content_filter" or refusal:
+                raise ProviderError(
+                    f"{self.name}: the provider refused or filtered the reply"
+                    + (f": {refusal}" if refusal else ""),
+                    retryable=False,
+                    billed=billed,
+                )
+            raise ProviderError(f"{self.name}: reply had no content", retryable=True, billed=billed)
+        return Completion(str(content), usage, model, finish, cost)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()

@@ -1,0 +1,46 @@
+"""Shared fixtures. Every test runs with no provider key and a private response cache,
+so nothing can reach a real (paid) API or read a developer's cached replies."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from deeprepo.testing.loopback import LoopbackServer
+
+_SCRUBBED_ENV = (
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "OPENROUTER_API_KEY",
+    "DEEPREPO_PRICES",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
+
+@pytest.fixture(autouse=True)
+def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    for name in _SCRUBBED_ENV:
+        monkeypatch.delenv(name, raising=False)
+    # Loopback traffic must never go through a proxy.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    cache_dir: Path = tmp_path_factory.mktemp("response-cache")
+    monkeypatch.setenv("DEEPREPO_CACHE_DIR", str(cache_dir))
+
+
+@pytest.fixture
+def loopback() -> Iterator[LoopbackServer]:
+    """A started loopback OpenAI/Anthropic server on 127.0.0.1 (stops itself after 120 s)."""
+    with LoopbackServer(ttl_s=120.0, timeout_fault_s=5.0) as server:
+        yield server
