@@ -1,0 +1,65 @@
+"""Settings of the sandbox kernel (limits, isolation mode, output size)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SandboxMode = Literal["process", "bwrap", "auto"]
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """How a kernel is isolated and bounded.
+
+    ``mode``: ``"bwrap"`` runs the child in a bubblewrap sandbox (no network, a pid
+    namespace, only system paths read-only plus a private ``/tmp``); ``"process"`` runs a
+    plain child process with resource limits and a scrubbed environment; ``"auto"``
+    takes bwrap when it works on this machine, else process with one warning.
+
+    ``cell_timeout_s`` counts the time the child's code runs, not the time the parent
+    spends answering its ``llm_query``/``llm_batch`` calls (the episode's own timeout
+    and budgets bound those).
+    """
+
+    mode: SandboxMode = "auto"
+    cell_timeout_s: float = 120.0
+    output_limit: int = 8192  # chars shown to the root, head and tail kept
+    memory_limit_mb: int = 2048  # RLIMIT_AS
+    cpu_seconds: int = 600  # RLIMIT_CPU, for the kernel's whole life
+    max_open_files: int = 256  # RLIMIT_NOFILE
+    max_processes: int = 64  # RLIMIT_NPROC (per uid; the kernel ignores it for root)
+    max_file_size_mb: int = 64  # RLIMIT_FSIZE
+    max_prompt_chars: int = 1_000_000  # one sub-LLM prompt; longer ones become error strings
+    tmp_size_mb: int = 256  # size of the private /tmp in bwrap mode (a tmpfs)
+    start_timeout_s: float = 30.0  # how long a kernel may take to come up
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("process", "bwrap", "auto"):
+            raise ValueError(f"sandbox mode must be auto, bwrap or process, not {self.mode!r}")
+        if self.cell_timeout_s <= 0 or self.start_timeout_s <= 0:
+            raise ValueError("sandbox timeouts must be positive")
+        if not 0 < self.max_prompt_chars <= 4_000_000:
+            # One prompt travels in one message, and the parent drops messages over 64 MB.
+            raise ValueError("sandbox max_prompt_chars must be between 1 and 4,000,000")
+        for name in ("output_limit", "memory_limit_mb", "cpu_seconds", "max_open_files"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"sandbox {name} must be positive")
+
+    def limits(self) -> dict[str, int]:
+        """The resource limits the child applies to itself before running any cell."""
+        return {
+            "memory_mb": self.memory_limit_mb,
+            "cpu_seconds": self.cpu_seconds,
+            "open_files": self.max_open_files,
+            "processes": self.max_processes,
+            "file_size_mb": self.max_file_size_mb,
+        }
+
+    def child_options(self) -> dict[str, Any]:
+        """What the child needs to know, sent with the codebase in the init message."""
+        return {
+            "limits": self.limits(),
+            "output_limit": self.output_limit,
+            "max_prompt_chars": self.max_prompt_chars,
+        }

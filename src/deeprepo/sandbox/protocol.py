@@ -1,0 +1,447 @@
+"""What the kernel's two sides share: the wire format and the text helpers.
+
+The text helpers cut output to a size (keeping head and tail) and explain
+errors to the root model (a SyntaxError's line, caret and hint; a traceback of
+the cell's own frames).
+
+Stdlib only, and no deeprepo imports: the child (``child.py``) loads this file by
+path so it never imports the deeprepo package (fast start, nothing of the parent's
+code or dependencies in the sandbox).
+
+Messages are JSON objects, one per line, on two dedicated pipes (not the child's
+stdin/stdout, so whatever the cell prints cannot corrupt them)::
+
+    parent -> child
+      {"type": "init", "options": {...}, "payload": {tree, metadata}, "paths": [...],
+       "sizes": [...], "blob_bytes": n} + n raw bytes    once: limits and codebase
+      {"type": "exec", "id": n, "code": "..."}
+      {"type": "llm_result", "id": n, "results": ["...", ...]}
+      {"type": "restore_answer", "content": "..."}   after a restart: the answer text so far
+      {"type": "shutdown"}
+    child -> parent
+      {"type": "ready", "pid": n}               interpreter up (pooled children wait here)
+      {"type": "init_ok", "files": n} | {"type": "init_error", "message": "..."}
+      {"type": "llm", "id": n, "prompts": [...], "system": "..." | null}
+      {"type": "result", "id": n, "output": "...", "error": ..., "answer": {...},
+       "findings": [...], "restored": [...], "user_vars": [...], "mark": bool}
+
+After each cell the child also writes ``CELL_END_MARK % id`` to its fd 1, so the
+parent knows which raw fd-1/fd-2 output (a subprocess, a C library, a crash
+message) belongs to the cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from typing import Any, AnyStr, Generic
+
+MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are dropped by the reader, with a note
+LLM_CHUNK_CHARS = 4_000_000  # a huge llm_batch travels as messages of at most this (≤ 48 MB JSON)
+CELL_END_MARK = b"\x00deeprepo-cell-end:%d\x00"
+ERROR_PREFIX = "[llm error]"
+MAX_USER_VARS = 500  # names reported per cell (a cell could create millions)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as a JSON line. ASCII escapes keep lone surrogates encodable."""
+    return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def decode(line: bytes) -> dict[str, Any] | None:
+    """Parse one line; ``None`` when it is not a JSON object with a string ``type``."""
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(value, dict) and isinstance(value.get("type"), str):
+        return value
+    return None
+
+
+def encode_init(payload: dict[str, Any], options: dict[str, Any]) -> bytes:
+    """The init message: a JSON header line, then every file's text as one raw UTF-8 blob.
+
+    JSON-escaping megabytes of source (every newline, every quote) costs ~6 ns a char
+    each way; the blob costs a memcpy. The header carries paths and char lengths.
+    """
+    files = payload.get("codebase") or {}
+    paths = [str(p) for p in files]
+    texts = [t if isinstance(t, str) else str(t) for t in files.values()]
+    blob = "".join(texts).encode("utf-8", "surrogatepass")
+    rest = {k: v for k, v in payload.items() if k != "codebase"}
+    header = {
+        "type": "init",
+        "options": options,
+        "payload": rest,
+        "paths": paths,
+        "sizes": [len(t) for t in texts],
+        "blob_bytes": len(blob),
+    }
+    return encode(header) + blob
+
+
+def decode_files(init: dict[str, Any]) -> dict[str, str]:
+    """The ``{path: text}`` an :func:`encode_init` message carries (header plus ``blob``)."""
+    text = bytes(init.get("blob") or b"").decode("utf-8", "surrogatepass")
+    files: dict[str, str] = {}
+    pos = 0
+    for path, size in zip(init.get("paths") or [], init.get("sizes") or [], strict=True):
+        files[path] = text[pos : pos + size]
+        pos += size
+    return files
+
+
+def encode_result(result: dict[str, Any], max_bytes: int = MAX_LINE_BYTES // 2) -> bytes:
+    """A result message that fits in ``max_bytes``: findings beyond that and an
+    over-long answer are dropped, with a note in the output, rather than the whole
+    message being refused by the parent."""
+    line = encode(result)
+    notes: list[str] = []
+    findings = list(result.get("findings") or [])
+    while len(line) > max_bytes and findings:
+        keep = len(findings) // 2
+        notes.append(f"{len(findings) - keep} findings")
+        findings = findings[:keep]
+        line = encode({**result, "findings": findings})
+    answer = dict(result.get("answer") or {})
+    content = answer.get("content")
+    if len(line) > max_bytes and isinstance(content, str):
+        answer["content"] = content[: max_bytes // 16]
+        notes.append("the end of the answer")
+    if notes:
+        output = f"{result.get('output', '')}[deeprepo] the cell's result was too large; dropped: {', '.join(notes)}.\n"
+        line = encode({**result, "findings": findings, "answer": answer, "output": output})
+    return line
+
+
+def prompt_error(index: int, item: object, max_chars: int) -> str | None:
+    """Why prompt ``index`` cannot be sent, as the error string the caller gets, or None."""
+    if not isinstance(item, str):
+        return (
+            f"{ERROR_PREFIX} prompt {index} is a {type(item).__name__}, not a str, so nothing was "
+            "sent for it. Pass text (for example str(x) or json.dumps(x))."
+        )
+    if len(item) > max_chars:
+        return (
+            f"{ERROR_PREFIX} prompt {index} has {len(item):,} chars, over the {max_chars:,}-char "
+            "limit for one prompt, so nothing was sent for it. Split the text into smaller "
+            "prompts (e.g. file_audit_prompt(path, start_line, end_line))."
+        )
+    return None
+
+
+def chunk_by_size(sizes: list[int], max_chars: int) -> list[list[int]]:
+    """Group indices of items with the given sizes into runs of at most ``max_chars`` total."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i, size in enumerate(sizes):
+        if current and total + size > max_chars:
+            chunks.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def cut_note(cut: int) -> str:
+    return f"\n[... {cut:,} chars cut ...]\n"
+
+
+def cut_middle(text: str, limit: int) -> str:
+    """Keep the first and last ``limit // 2`` chars of ``text``, with a note of what was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    return text[:head] + cut_note(len(text) - limit) + (text[-tail:] if tail else "")
+
+
+class _HeadTail(Generic[AnyStr]):
+    """Keeps the first and last ``limit // 2`` items written; memory and time stay bounded."""
+
+    def __init__(self, limit: int, empty: AnyStr) -> None:
+        self.head_cap = max(0, limit) // 2
+        self.tail_cap = max(0, limit) - self.head_cap
+        self._empty: AnyStr = empty
+        self._head: list[AnyStr] = []
+        self._head_len = 0
+        self._tail: list[AnyStr] = []
+        self._tail_len = 0
+        self.total = 0
+
+    def write(self, data: AnyStr) -> int:
+        n = len(data)
+        self.total += n
+        if self._head_len < self.head_cap:
+            take = data[: self.head_cap - self._head_len]
+            self._head.append(take)
+            self._head_len += len(take)
+            data = data[len(take) :]
+            if not data:
+                return n
+        if not self.tail_cap:
+            return n
+        if len(data) >= self.tail_cap:
+            self._tail = [data[-self.tail_cap :]]
+            self._tail_len = self.tail_cap
+            return n
+        self._tail.append(data)
+        self._tail_len += len(data)
+        if self._tail_len > 2 * self.tail_cap or len(self._tail) > 4096:
+            joined = self._empty.join(self._tail)[-self.tail_cap :]
+            self._tail = [joined]
+            self._tail_len = len(joined)
+        return n
+
+    @property
+    def cut(self) -> int:
+        """How much was written but not kept."""
+        return self.total - self._head_len - min(self._tail_len, self.tail_cap)
+
+    def parts(self) -> tuple[AnyStr, int, AnyStr]:
+        """``(head, cut, tail)``."""
+        head = self._empty.join(self._head)
+        tail = self._empty.join(self._tail)[-self.tail_cap :] if self.tail_cap else self._empty
+        return head, self.total - len(head) - len(tail), tail
+
+
+class HeadTailBuffer(_HeadTail[str]):
+    """A text sink that keeps the head and the tail of what was written.
+
+    Printing 10^8 chars keeps ``limit`` of them and counts the rest.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, "")
+
+    def getvalue(self) -> str:
+        head, cut, tail = self.parts()
+        return head + cut_note(cut) + tail if cut else head + tail
+
+
+class ByteHeadTail(_HeadTail[bytes]):
+    """The same for raw bytes, decoded (with replacement) only when read."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, b"")
+
+    def getvalue(self) -> str:
+        head, cut, tail = self.parts()
+        text = head.decode("utf-8", "replace")
+        if cut:
+            text += f"\n[... {cut:,} bytes cut ...]\n"
+        return text + tail.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------- framing (parent side)
+
+
+class LineSplitter:
+    """Splits a byte stream into lines; a line over ``max_line`` bytes is dropped and counted.
+
+    Memory stays bounded by ``max_line`` whatever the child writes.
+    """
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self.dropped = 0
+        self._buf = bytearray()
+        self._scanned = 0
+        self._dropping = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The complete lines ``data`` finishes, without their newlines."""
+        buf = self._buf
+        buf += data
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            i = buf.find(b"\n", max(start, self._scanned))
+            if i < 0:
+                break
+            if self._dropping:
+                self._dropping = False  # the end of a dropped line
+            else:
+                lines.append(bytes(buf[start:i]))
+            start = i + 1
+        del buf[:start]
+        self._scanned = len(buf)
+        if len(buf) > self.max_line:
+            buf.clear()
+            self._scanned = 0
+            if not self._dropping:
+                self.dropped += 1
+                self._dropping = True
+        return lines
+
+
+class MarkedOutput:
+    """The child's raw fd 1/2 stream, bounded, split per cell by ``CELL_END_MARK``."""
+
+    _PREFIX = CELL_END_MARK.split(b"%d")[0]
+    _MAX_MARK = len(_PREFIX) + 21
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._buffer = ByteHeadTail(limit)
+        self._pending = b""
+        self._done: dict[int, str] = {}
+
+    def feed(self, data: bytes) -> bool:
+        """Take more bytes; True when a cell's end mark was among them."""
+        data = self._pending + data
+        self._pending = b""
+        marked = False
+        while data:
+            i = data.find(self._PREFIX)
+            if i < 0:
+                # Hold back a tail that may be the start of a mark split by the read.
+                j = data.rfind(b"\x00", max(0, len(data) - len(self._PREFIX)))
+                cut = j if j >= 0 and self._PREFIX.startswith(data[j:]) else len(data)
+                self._write(data[:cut])
+                self._pending = data[cut:]
+                break
+            end = data.find(b"\x00", i + len(self._PREFIX))
+            if end < 0 and len(data) - i < self._MAX_MARK:
+                self._write(data[:i])
+                self._pending = data[i:]
+                break
+            digits = data[i + len(self._PREFIX) : end] if end >= 0 else b""
+            if end >= 0 and digits.isdigit() and len(digits) < 20:
+                self._write(data[:i])
+                self._close_cell(int(digits))
+                marked = True
+                data = data[end + 1 :]
+            else:  # not a mark after all: plain output
+                stop = end + 1 if end >= 0 else len(data)
+                self._write(data[:stop])
+                data = data[stop:]
+        return marked
+
+    def _write(self, chunk: bytes) -> None:
+        if chunk:  # kept as bytes: a flood costs a slice, not a decode
+            self._buffer.write(chunk)
+
+    def _close_cell(self, cell_id: int) -> None:
+        self._done = {k: v for k, v in self._done.items() if k > cell_id - 8}
+        self._done[cell_id] = self._buffer.getvalue()
+        self._buffer = ByteHeadTail(self.limit)
+
+    def has(self, cell_id: int) -> bool:
+        return cell_id in self._done
+
+    def take(self, cell_id: int) -> str:
+        """Output up to cell ``cell_id``'s mark, or everything so far if the mark never came."""
+        if cell_id not in self._done:
+            return self.take_all()
+        texts = [self._done.pop(k) for k in sorted(self._done) if k <= cell_id]
+        return "".join(texts)
+
+    def take_all(self) -> str:
+        """Everything not yet taken, and reset."""
+        self._write(self._pending)
+        self._pending = b""
+        texts = [self._done.pop(k) for k in sorted(self._done)]
+        texts.append(self._buffer.getvalue())
+        self._buffer = ByteHeadTail(self.limit)
+        return "".join(texts)
+
+
+# ---------------------------------------------------------------- explaining errors (pure)
+
+
+def syntax_hint(message: str, line: str) -> str:
+    """A hint for the root model, from a SyntaxError message and its offending line."""
+    msg = message.lower()
+    stripped = line.strip()
+    if (
+        "triple-quoted" in msg
+        or ("f-string" in msg and ('"""' in line or "'''" in line))
+        or (("f'''" in line or 'f"""' in line) and "string" in msg)
+    ):
+        return (
+            "A triple-quoted string is not closed. This usually comes from a triple-quoted "
+            "string (or the same quote) inside an f-string: the inner quotes end the outer "
+            "string. Build the text with + or '\\n'.join([...]) instead, and keep f-strings "
+            "on one line."
+        )
+    if "f-string" in msg:
+        return (
+            "This f-string cannot be parsed: in Python 3.11 an f-string expression may not "
+            "contain a backslash, a comment or the f-string's own quote character. Compute "
+            "the value in a variable first, or build the text with + or join."
+        )
+    if "unterminated string" in msg or "eol while scanning" in msg:
+        return (
+            "A quote is not closed on this line. For text over several lines use "
+            "'\\n'.join([...]) or a triple-quoted string (not inside an f-string)."
+        )
+    if stripped.startswith("```") or stripped.lower().startswith(("repl output", "output:")):
+        return "The cell contains markdown fences or prose: send only the Python code."
+    if "await" in msg and "outside" in msg:
+        return "llm_query and llm_batch are plain functions here: call them without await."
+    if "'return' outside function" in msg:
+        return "There is no function to return from: print the value or call set_answer(text)."
+    if "indent" in msg:
+        return "Check the indentation: top-level code starts at column 0; use 4 spaces per level."
+    if "was never closed" in msg or "unmatched" in msg or "does not match" in msg:
+        return "A bracket is not balanced: check the brackets on and above this line."
+    if "null bytes" in msg:
+        return "The code contains NUL characters: resend it as plain text."
+    return "Fix the line shown and resend the whole cell."
+
+
+def format_syntax_error(exc: SyntaxError | ValueError, code: str) -> str:
+    """The offending line with a caret, the message and a hint. Nothing of the cell ran."""
+    if not isinstance(exc, SyntaxError):
+        text = f"SyntaxError: {exc}\n"
+        return text + f"Hint: {syntax_hint(str(exc), '')}\nNothing in this cell ran.\n"
+    lines = code.split("\n")
+    lineno = exc.lineno or 0
+    line = lines[lineno - 1] if 0 < lineno <= len(lines) else (exc.text or "").split("\n")[0]
+    # The caret is only right when the error's own text is this very line.
+    same_text = (exc.text or "").rstrip("\n") == line
+    out = [f"SyntaxError: {exc.msg} (line {lineno})" if lineno else f"SyntaxError: {exc.msg}"]
+    if line.strip():
+        shown = line.lstrip()
+        indent = len(line) - len(shown)
+        out.append(f"    {shown}")
+        if exc.offset and same_text:
+            start = max(0, exc.offset - 1 - indent)
+            end = (
+                exc.end_offset - 1 - indent
+                if exc.end_offset and exc.end_lineno == lineno
+                else start + 1
+            )
+            out.append("    " + " " * start + "^" * max(1, min(end - start, len(shown) - start)))
+    out.append(f"Hint: {syntax_hint(exc.msg or '', exc.text or line)}")
+    out.append("Nothing in this cell ran.")
+    return "\n".join(out) + "\n"
+
+
+def format_exception(exc: BaseException, hide_files: tuple[str, ...] = ()) -> str:
+    """A traceback without the frames of ``hide_files`` (the kernel's own code)."""
+    try:
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+        _drop_frames(te, (*hide_files, os.path.abspath(__file__)), set())
+        text = "".join(te.format())
+    except Exception:  # formatting can fail under memory pressure
+        text = f"{type(exc).__name__}: {exc}\n"
+    if isinstance(exc, SystemExit):
+        text += "[deeprepo] SystemExit was caught: the kernel keeps running. To finish, call set_answer(report).\n"
+    return text
+
+
+def _drop_frames(te: traceback.TracebackException, hide: tuple[str, ...], seen: set[int]) -> None:
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename not in hide])
+    for nxt in (te.__cause__, te.__context__):
+        if nxt is not None:
+            _drop_frames(nxt, hide, seen)
