@@ -109,8 +109,8 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    prices = PriceTable.load(options.prices_file, env=options.env)
-    ledger = Ledger(prices)
+    prices = PriceTable.load(options.prices_file)
+    ledger = Ledger()
     budget = Budget(
         max_cost_usd=options.max_cost,
         max_sub_calls=options.max_sub_calls,
@@ -120,9 +120,17 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
     cache = ResponseCache(options.cache_dir) if options.cache else None
     root_model = build_model(root_spec, role="root", env=options.env)
     sub_model = build_model(sub_spec, role="sub", env=options.env)
-    root = MeteredModel(root_model, role="root", ledger=ledger, budget=budget, concurrency=1, cache=cache)
+    root = MeteredModel(
+        root_model, role="root", ledger=ledger, prices=prices, budget=budget, concurrency=1, cache=cache
+    )
     sub = MeteredModel(
-        sub_model, role="sub", ledger=ledger, budget=budget, concurrency=options.sub_concurrency, cache=cache
+        sub_model,
+        role="sub",
+        ledger=ledger,
+        prices=prices,
+        budget=budget,
+        concurrency=options.sub_concurrency,
+        cache=cache,
     )
     dispatcher = SubDispatcher(sub)
     sandbox = SandboxConfig(

@@ -130,7 +130,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     if options.context_tokens is not None and options.context_tokens < 1000:
         raise UsageError("--context-tokens must be at least 1000")
     codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
-    prices = PriceTable.load(options.prices_file, env=options.env)
+    prices = PriceTable.load(options.prices_file)
     window = options.context_tokens or prices.context_window(spec.name) or DEFAULT_CONTEXT_TOKENS
     budget_chars = max(0, (window - OUTPUT_RESERVE_TOKENS) * CHARS_PER_TOKEN - len(BASELINE_SYSTEM_PROMPT) - 2000)
     included, left_out, packed = pack_codebase(codebase, budget_chars)
@@ -142,11 +142,12 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         f"Repository {codebase.metadata.root}: {len(included)} of {codebase.metadata.files} files shown."
         f"{note}\n\n{packed}\n"
     )
-    ledger = Ledger(prices)
+    ledger = Ledger()
     model = MeteredModel(
         build_model(spec, role="root", env=options.env),
         role="root",
         ledger=ledger,
+        prices=prices,
         budget=Budget(ledger=ledger),
         concurrency=1,
         cache=ResponseCache(options.cache_dir) if options.cache else None,

@@ -240,16 +240,8 @@ class Episode:
         return turn, answer, new_findings
 
     def _render_output(self, result: ExecResult) -> str:
-        parts = [result.output.rstrip()] if result.output.strip() else []
-        if result.restored:
-            parts.append(
-                "[deeprepo] restored scaffold names you overwrote: "
-                + ", ".join(result.restored)
-                + ". Use other variable names."
-            )
-        if not parts:
-            parts.append("[no output]")
-        return "\n".join(parts)
+        # The kernel's output already carries its own notes (restored names, restarts).
+        return result.output.rstrip() or "[no output]"
 
     def _to_finding(self, raw: dict[str, Any]) -> Finding | None:
         try:

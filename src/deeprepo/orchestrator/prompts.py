@@ -21,7 +21,7 @@ You never see the files directly. The REPL holds them as data:
 - `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
-- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None)`: record a finding
+- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding
 - `file_audit_prompt(path)`: the standard audit prompt for one file (content included, lines numbered); \
 workers answer it with JSON: {"findings": [{"line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}]}
 - `answer`: dict {"content": "", "ready": False}; `set_answer(text)` sets the final report and ends the run
@@ -45,7 +45,7 @@ You never see the files directly. The REPL holds them as data:
 - `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
-- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None)`: record a finding
+- `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding
 - `file_audit_prompt(path)`: the standard audit prompt for one file (content included, lines numbered); \
 workers answer it with JSON: {"findings": [{"line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}]}
 - `answer`: dict {"content": "", "ready": False}; `set_answer(text)` sets the final report and ends the run

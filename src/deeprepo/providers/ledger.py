@@ -59,6 +59,9 @@ class UsageRow:
             self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
 
 class Ledger:
     """Thread-safe record of model calls; the one source for tokens and dollars."""
