@@ -15,12 +15,24 @@ from deeprepo.testing.loopback import LoopbackServer, Reply
 
 PRICES = {
     "models": {
-        "anthropic/test-root": {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25},
-        "openrouter/test/sub": {"input": 0.12, "output": 0.48, "cache_read": 0.12, "cache_write": 0.12},
+        "anthropic/test-root": {
+            "input": 5.0,
+            "output": 25.0,
+            "cache_read": 0.5,
+            "cache_write": 6.25,
+        },
+        "openrouter/test/sub": {
+            "input": 0.12,
+            "output": 0.48,
+            "cache_read": 0.12,
+            "cache_write": 0.12,
+        },
     }
 }
 SUB_USAGE = Usage(input_tokens=1000, output_tokens=50)
-WORKER_REPLY = '{"findings": [{"line": 1, "kind": "test", "cwe": "CWE-20", "severity": "low", "title": "t"}]}'
+WORKER_REPLY = (
+    '{"findings": [{"line": 1, "kind": "test", "cwe": "CWE-20", "severity": "low", "title": "t"}]}'
+)
 
 
 def _fence(code: str) -> str:
@@ -140,7 +152,9 @@ def test_max_cost_stops_the_run_and_writes_an_incomplete_report(
     assert "Incomplete" in report and "$0.0300" in report
 
 
-def test_infinite_loop_is_stopped_and_the_episode_goes_on(loopback: LoopbackServer, tmp_path: Path) -> None:
+def test_infinite_loop_is_stopped_and_the_episode_goes_on(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
     loopback.enqueue_anthropic(_fence("keep = 41\nwhile True:\n    pass"))
     loopback.enqueue_anthropic(_fence("print('alive', len(codebase))\nset_answer('done')"))
     out = tmp_path / "run"

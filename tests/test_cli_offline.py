@@ -26,7 +26,9 @@ def _truth() -> list[dict[str, Any]]:
     return data
 
 
-@pytest.mark.parametrize("cwe_family", [("CWE-89",), ("CWE-916", "CWE-328", "CWE-327"), ("CWE-798",)])
+@pytest.mark.parametrize(
+    "cwe_family", [("CWE-89",), ("CWE-916", "CWE-328", "CWE-327"), ("CWE-798",)]
+)
 def test_planted_bug_found_on_its_line(offline_run: Path, cwe_family: tuple[str, ...]) -> None:
     findings = json.loads((offline_run / "findings.json").read_text())
     entry = next(e for e in _truth() if e["vulnerable"] and e["cwe"] in cwe_family)
@@ -46,7 +48,11 @@ def test_no_finding_on_decoys(offline_run: Path) -> None:
     assert score.decoys_hit == 0
     findings = json.loads((offline_run / "findings.json").read_text())
     for decoy in (e for e in _truth() if not e["vulnerable"]):
-        near = [f for f in findings if f["file"] == decoy["file"] and abs(f["start_line"] - decoy["start_line"]) <= 2]
+        near = [
+            f
+            for f in findings
+            if f["file"] == decoy["file"] and abs(f["start_line"] - decoy["start_line"]) <= 2
+        ]
         assert near == [], f"finding on decoy {decoy['id']}: {near}"
 
 
@@ -73,7 +79,14 @@ def test_metrics_and_report(offline_run: Path) -> None:
     assert roles[("sub", "static")]["calls"] == 13
     assert roles[("root", "scripted/expert")]["calls"] == 3
     for u in m["usage"]:
-        for key in ("calls", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "cost_usd"):
+        for key in (
+            "calls",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "cost_usd",
+        ):
             assert key in u
     report = (offline_run / "report.md").read_text()
     assert "Offline engine" in report
@@ -110,5 +123,15 @@ def test_bad_paths_give_one_line_and_exit_2(tmp_path: Path, make: Any, needle: s
 def test_help_explains_itself() -> None:
     proc = run_cli("analyze", "--help")
     assert proc.returncode == 0
-    for flag in ("--root", "--sub", "--max-cost", "--max-turns", "--max-sub-calls", "--timeout", "--no-cache", "--prompt", "--rev"):
+    for flag in (
+        "--root",
+        "--sub",
+        "--max-cost",
+        "--max-turns",
+        "--max-sub-calls",
+        "--timeout",
+        "--no-cache",
+        "--prompt",
+        "--rev",
+    ):
         assert flag in proc.stdout

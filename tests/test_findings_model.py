@@ -12,7 +12,15 @@ from deeprepo.findings.model import (
 
 @pytest.mark.parametrize(
     ("raw", "want"),
-    [(89, "CWE-89"), ("cwe-89", "CWE-89"), ("CWE 798", "CWE-798"), ("CWE-079", "CWE-79"), (None, None), ("n/a", None), (True, None)],
+    [
+        (89, "CWE-89"),
+        ("cwe-89", "CWE-89"),
+        ("CWE 798", "CWE-798"),
+        ("CWE-079", "CWE-79"),
+        (None, None),
+        ("n/a", None),
+        (True, None),
+    ],
 )
 def test_normalize_cwe(raw: object, want: str | None) -> None:
     assert normalize_cwe(raw) == want
@@ -25,7 +33,9 @@ def test_normalize_severity() -> None:
 
 
 def test_finding_from_loose_dict() -> None:
-    f = finding_from_dict({"path": "./app/db.py", "line": "12-14", "end_line": 3, "cwe": 89, "severity": "Critical"})
+    f = finding_from_dict(
+        {"path": "./app/db.py", "line": "12-14", "end_line": 3, "cwe": 89, "severity": "Critical"}
+    )
     assert f == Finding("app/db.py", 12, 12, "issue", "CWE-89", "critical", "issue")
 
 

@@ -9,7 +9,7 @@ def test_python_repl_and_bare_fences_in_order() -> None:
 
 
 def test_other_languages_are_prose() -> None:
-    reply = f"{F}json\n{{\"a\": 1}}\n{F}\n{F}bash\nrm -rf /\n{F}\n{F}py\nok = True\n{F}"
+    reply = f'{F}json\n{{"a": 1}}\n{F}\n{F}bash\nrm -rf /\n{F}\n{F}py\nok = True\n{F}'
     assert extract_code_blocks(reply) == ["ok = True"]
 
 

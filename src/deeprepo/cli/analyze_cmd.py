@@ -16,7 +16,9 @@ from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze
 err = Console(stderr=True)
 out = Console()
 
-Path_ = Annotated[str, typer.Argument(help="Repository directory (or a local git repository with --rev).")]
+Path_ = Annotated[
+    str, typer.Argument(help="Repository directory (or a local git repository with --rev).")
+]
 
 
 def _money(v: float | None) -> str:
@@ -56,34 +58,62 @@ def analyze_command(
     path: Path_,
     root: Annotated[
         str | None,
-        typer.Option(help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>. "
-        "Default: from the keys in the environment; scripted/expert offline."),
+        typer.Option(
+            help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>. "
+            "Default: from the keys in the environment; scripted/expert offline."
+        ),
     ] = None,
     sub: Annotated[
-        str | None, typer.Option(help="Sub-LLM worker spec (same forms, or static). Default: from keys; static offline.")
+        str | None,
+        typer.Option(
+            help="Sub-LLM worker spec (same forms, or static). Default: from keys; static offline."
+        ),
     ] = None,
     root_base_url: Annotated[
         str | None,
-        typer.Option(help="Point the root at another server (OpenAI-compatible: ends in /v1; Anthropic: no /v1)."),
+        typer.Option(
+            help="Point the root at another server (OpenAI-compatible: ends in /v1; Anthropic: no /v1)."
+        ),
     ] = None,
-    sub_base_url: Annotated[str | None, typer.Option(help="Point the sub workers at another server.")] = None,
-    rev: Annotated[str | None, typer.Option(help="Analyse this git revision of PATH (no checkout).")] = None,
+    sub_base_url: Annotated[
+        str | None, typer.Option(help="Point the sub workers at another server.")
+    ] = None,
+    rev: Annotated[
+        str | None, typer.Option(help="Analyse this git revision of PATH (no checkout).")
+    ] = None,
     out_dir: Annotated[
-        Path | None, typer.Option("--out", help="Output directory (default: a new one under ./deeprepo-runs/).")
+        Path | None,
+        typer.Option("--out", help="Output directory (default: a new one under ./deeprepo-runs/)."),
     ] = None,
-    prompt: Annotated[str, typer.Option(help="Root system prompt: default or exhaustive.")] = "default",
+    prompt: Annotated[
+        str, typer.Option(help="Root system prompt: default or exhaustive.")
+    ] = "default",
     max_turns: Annotated[int, typer.Option(help="Root turns before the final submit turn.")] = 20,
-    max_cost: Annotated[float | None, typer.Option(help="Stop once this many USD are spent.")] = None,
+    max_cost: Annotated[
+        float | None, typer.Option(help="Stop once this many USD are spent.")
+    ] = None,
     max_sub_calls: Annotated[int, typer.Option(help="Most sub-LLM calls for the run.")] = 2000,
-    timeout: Annotated[float | None, typer.Option(help="Wall-clock limit for the run, in seconds.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Wall-clock limit for the run, in seconds.")
+    ] = None,
     sub_concurrency: Annotated[int, typer.Option(help="Sub-LLM calls in flight at once.")] = 16,
-    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse cached model responses.")] = True,
+    cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="Reuse cached model responses.")
+    ] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache directory.")] = None,
-    max_file_size: Annotated[int, typer.Option(help="Skip files larger than this many bytes.")] = 1_000_000,
-    sandbox: Annotated[str, typer.Option(help="Kernel isolation: auto, bwrap or process.")] = "auto",
+    max_file_size: Annotated[
+        int, typer.Option(help="Skip files larger than this many bytes.")
+    ] = 1_000_000,
+    sandbox: Annotated[
+        str, typer.Option(help="Kernel isolation: auto, bwrap or process.")
+    ] = "auto",
     cell_timeout: Annotated[float, typer.Option(help="Seconds one code cell may run.")] = 120.0,
-    output_limit: Annotated[int, typer.Option(help="Characters of cell output shown to the root.")] = 8192,
-    prices: Annotated[Path | None, typer.Option(help="JSON price override file (USD per 1M tokens).")] = None,
+    output_limit: Annotated[
+        int, typer.Option(help="Characters of cell output shown to the root.")
+    ] = 8192,
+    prices: Annotated[
+        Path | None, typer.Option(help="JSON price override file (USD per 1M tokens).")
+    ] = None,
 ) -> None:
     """Analyse a repository and write report.md, findings.json, metrics.json and trajectory.jsonl."""
     options = AnalyzeOptions(
@@ -115,15 +145,24 @@ def analyze_command(
 
 def baseline_command(
     path: Path_,
-    model: Annotated[str, typer.Option(help="Model spec for the single call, e.g. anthropic/claude-sonnet-4-5.")],
+    model: Annotated[
+        str, typer.Option(help="Model spec for the single call, e.g. anthropic/claude-sonnet-4-5.")
+    ],
     base_url: Annotated[str | None, typer.Option(help="Point the model at another server.")] = None,
     rev: Annotated[str | None, typer.Option(help="Analyse this git revision of PATH.")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
     context_tokens: Annotated[
-        int | None, typer.Option(help="Token budget for the codebase (default: from the model's context window).")
+        int | None,
+        typer.Option(
+            help="Token budget for the codebase (default: from the model's context window)."
+        ),
     ] = None,
-    max_file_size: Annotated[int, typer.Option(help="Skip files larger than this many bytes.")] = 1_000_000,
-    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse cached model responses.")] = True,
+    max_file_size: Annotated[
+        int, typer.Option(help="Skip files larger than this many bytes.")
+    ] = 1_000_000,
+    cache: Annotated[
+        bool, typer.Option("--cache/--no-cache", help="Reuse cached model responses.")
+    ] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache directory.")] = None,
     prices: Annotated[Path | None, typer.Option(help="JSON price override file.")] = None,
 ) -> None:

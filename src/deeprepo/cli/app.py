@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-
 from typing import Annotated, Any
 
 import typer
@@ -34,7 +33,10 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
     ] = False,
 ) -> None:
     """deeprepo: bug, security and architecture reports with the exact cost of the run."""
@@ -59,7 +61,9 @@ def _register() -> None:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:
         return
-    app.add_typer(tasks_app, name="tasks", help="Generate repositories with planted bugs and ground truth.")
+    app.add_typer(
+        tasks_app, name="tasks", help="Generate repositories with planted bugs and ground truth."
+    )
 
 
 _register()
@@ -86,4 +90,3 @@ if __name__ == "__main__":
 
 
 __all__ = ["app", "main"]
-

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from deeprepo import __version__
@@ -69,7 +69,9 @@ class RunHandle:
 
 def validate(options: AnalyzeOptions) -> None:
     if options.prompt not in ROOT_SYSTEM_PROMPTS:
-        raise UsageError(f"unknown --prompt {options.prompt!r}; choose one of: {', '.join(ROOT_SYSTEM_PROMPTS)}")
+        raise UsageError(
+            f"unknown --prompt {options.prompt!r}; choose one of: {', '.join(ROOT_SYSTEM_PROMPTS)}"
+        )
     if options.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
     if options.sub_concurrency < 1:
@@ -90,7 +92,7 @@ def resolve_specs(options: AnalyzeOptions) -> tuple[ModelSpec, ModelSpec]:
 
 
 def default_out_dir(codebase_root: str, now: datetime | None = None) -> Path:
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(codebase_root).name or "repo").strip("-") or "repo"
     base = Path("deeprepo-runs") / f"{stamp}-{name}"
     out, n = base, 1
@@ -121,7 +123,13 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
     root_model = build_model(root_spec, role="root", env=options.env)
     sub_model = build_model(sub_spec, role="sub", env=options.env)
     root = MeteredModel(
-        root_model, role="root", ledger=ledger, prices=prices, budget=budget, concurrency=1, cache=cache
+        root_model,
+        role="root",
+        ledger=ledger,
+        prices=prices,
+        budget=budget,
+        concurrency=1,
+        cache=cache,
     )
     sub = MeteredModel(
         sub_model,
@@ -138,12 +146,14 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
         cell_timeout_s=options.cell_timeout_s,
         output_limit=options.output_limit,
     )
-    config = EpisodeConfig(max_turns=options.max_turns, prompt=options.prompt, timeout_s=options.timeout_s)
+    config = EpisodeConfig(
+        max_turns=options.max_turns, prompt=options.prompt, timeout_s=options.timeout_s
+    )
     started = time.time()
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
         log.start(
             deeprepo_version=__version__,
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             path=str(options.path),
             rev=options.rev,
             root_model=root_spec.name,

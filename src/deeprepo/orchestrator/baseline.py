@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,54 @@ OUTPUT_RESERVE_TOKENS = 8_192
 CHARS_PER_TOKEN = 4  # conservative for code; a real tokenizer is not worth a dependency here
 
 _CODE_EXTS = frozenset(
-    ".py .js .jsx .mjs .cjs .ts .tsx .java .kt .go .rs .rb .php .cs .c .h .cc .cpp .hpp .swift .scala .sh "
-    ".sql .html .htm .jinja .j2 .ejs .vue .svelte".split()
+    [
+        ".py",
+        ".js",
+        ".jsx",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".java",
+        ".kt",
+        ".go",
+        ".rs",
+        ".rb",
+        ".php",
+        ".cs",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".hpp",
+        ".swift",
+        ".scala",
+        ".sh",
+        ".sql",
+        ".html",
+        ".htm",
+        ".jinja",
+        ".j2",
+        ".ejs",
+        ".vue",
+        ".svelte",
+    ]
 )
-_CONFIG_EXTS = frozenset(".yaml .yml .toml .ini .cfg .conf .env .json .xml .properties .tf".split())
+_CONFIG_EXTS = frozenset(
+    [
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".json",
+        ".xml",
+        ".properties",
+        ".tf",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +141,7 @@ def pack_codebase(codebase: Codebase, budget_chars: int) -> tuple[list[str], lis
 
 def parse_baseline_findings(reply: str, known_files: set[str]) -> list[Finding]:
     """Findings from the reply's JSON block (``{"findings": [...]}`` or a bare list)."""
-    candidates = re.findall(r"```(?:json)?\s*(.*?)```", reply, re.S) + [reply]
+    candidates = [*re.findall(r"```(?:json)?\s*(.*?)```", reply, re.S), reply]
     for cand in candidates:
         for opener, closer in (("{", "}"), ("[", "]")):
             start, end = cand.find(opener), cand.rfind(closer)
@@ -132,11 +176,15 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
     prices = PriceTable.load(options.prices_file)
     window = options.context_tokens or prices.context_window(spec.name) or DEFAULT_CONTEXT_TOKENS
-    budget_chars = max(0, (window - OUTPUT_RESERVE_TOKENS) * CHARS_PER_TOKEN - len(BASELINE_SYSTEM_PROMPT) - 2000)
+    budget_chars = max(
+        0, (window - OUTPUT_RESERVE_TOKENS) * CHARS_PER_TOKEN - len(BASELINE_SYSTEM_PROMPT) - 2000
+    )
     included, left_out, packed = pack_codebase(codebase, budget_chars)
     note = ""
     if left_out:
-        shown = ", ".join(left_out[:50]) + (f" and {len(left_out) - 50} more" if len(left_out) > 50 else "")
+        shown = ", ".join(left_out[:50]) + (
+            f" and {len(left_out) - 50} more" if len(left_out) > 50 else ""
+        )
         note = f"\n\n{len(left_out)} file(s) did not fit and are not shown: {shown}"
     user = (
         f"Repository {codebase.metadata.root}: {len(included)} of {codebase.metadata.files} files shown."
@@ -158,7 +206,11 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     reply, stop_reason, stop_detail = "", "answer_ready", ""
     try:
         completion = await model.complete(
-            ChatRequest((Message("user", user),), system=BASELINE_SYSTEM_PROMPT, max_tokens=OUTPUT_RESERVE_TOKENS)
+            ChatRequest(
+                (Message("user", user),),
+                system=BASELINE_SYSTEM_PROMPT,
+                max_tokens=OUTPUT_RESERVE_TOKENS,
+            )
         )
         reply = completion.text
     except (ProviderError, BudgetExceeded) as exc:
@@ -190,7 +242,8 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         answer=answer,
         incomplete=incomplete,
         stop_reason=stop_reason,
-        stop_detail=stop_detail or (f"{len(left_out)} file(s) left out for context" if left_out else ""),
+        stop_detail=stop_detail
+        or (f"{len(left_out)} file(s) left out for context" if left_out else ""),
         findings=findings,
         turns=[turn],
         sub_calls=0,
@@ -207,12 +260,14 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         log.start(
             deeprepo_version=__version__,
             mode="baseline",
-            started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             model=spec.name,
             included=included,
             left_out=left_out,
         )
         log.turn(turn)
-        log.end(stop_reason=stop_reason, incomplete=incomplete, total_cost_usd=result.total_cost_usd)
+        log.end(
+            stop_reason=stop_reason, incomplete=incomplete, total_cost_usd=result.total_cost_usd
+        )
     write_outputs(out_dir, result, codebase, offline=spec.is_builtin, mode="baseline")
     return RunHandle(result=result, codebase=codebase, out_dir=out_dir, offline=spec.is_builtin)

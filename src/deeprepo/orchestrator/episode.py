@@ -55,7 +55,9 @@ def metadata_summary(codebase: Codebase) -> str:
         f"- entry points: {', '.join(md.entry_points[:10]) or 'none found'}",
     ]
     if md.skipped:
-        lines.append(f"- skipped: {len(md.skipped)} files (binary, oversized, ignored); see metadata['skipped']")
+        lines.append(
+            f"- skipped: {len(md.skipped)} files (binary, oversized, ignored); see metadata['skipped']"
+        )
     return "\n".join(lines)
 
 
@@ -98,7 +100,10 @@ class Episode:
         started = self.clock()
         system = prompts.ROOT_SYSTEM_PROMPTS[self.config.prompt]
         messages: list[Message] = [
-            Message("user", prompts.first_user_message(metadata_summary(self.codebase), self.config.task))
+            Message(
+                "user",
+                prompts.first_user_message(metadata_summary(self.codebase), self.config.task),
+            )
         ]
         turns: list[Turn] = []
         findings: list[Finding] = []
@@ -115,14 +120,24 @@ class Episode:
                     # One last chance to submit, as DESIGN §3 promises.
                     final_turn = True
                     last = messages.pop()
-                    messages.append(Message("user", last.content + "\n\n" + prompts.FINAL_TURN_NOTE))
-                if self.config.timeout_s is not None and self.clock() - started >= self.config.timeout_s:
-                    stop_reason, stop_detail = "timeout", f"episode ran past {self.config.timeout_s:g}s"
+                    messages.append(
+                        Message("user", last.content + "\n\n" + prompts.FINAL_TURN_NOTE)
+                    )
+                if (
+                    self.config.timeout_s is not None
+                    and self.clock() - started >= self.config.timeout_s
+                ):
+                    stop_reason, stop_detail = (
+                        "timeout",
+                        f"episode ran past {self.config.timeout_s:g}s",
+                    )
                     break
                 index += 1
                 self.on_event("turn_start", {"turn": index, "max_turns": self.config.max_turns})
                 try:
-                    turn, answer, new = await self._turn(kernel, system, messages, index, final_turn)
+                    turn, answer, new = await self._turn(
+                        kernel, system, messages, index, final_turn
+                    )
                 except BudgetExceeded as exc:
                     stop_reason = "timeout" if exc.kind == "timeout" else "budget"
                     stop_detail = str(exc)
@@ -134,7 +149,10 @@ class Episode:
                 findings.extend(new)
                 if self.on_turn is not None:
                     self.on_turn(turn)
-                self.on_event("turn_end", {"turn": index, "findings": len(findings), "sub_calls": self.dispatcher.calls})
+                self.on_event(
+                    "turn_end",
+                    {"turn": index, "findings": len(findings), "sub_calls": self.dispatcher.calls},
+                )
                 if answer.get("ready"):
                     stop_reason = "answer_ready"
                     break
@@ -216,7 +234,11 @@ class Episode:
                     new_findings.append(finding)
         output = "\n".join(outputs).strip() or "[no output]"
         turns_left = self.config.max_turns - index
-        if not answer.get("ready") and not final_turn and 0 < turns_left <= self.config.countdown_from:
+        if (
+            not answer.get("ready")
+            and not final_turn
+            and 0 < turns_left <= self.config.countdown_from
+        ):
             output += "\n" + prompts.turn_countdown(turns_left)
         messages.append(Message("user", output))
         after = self._root_totals()

@@ -83,7 +83,9 @@ Answer with JSON only, exactly this shape:
 "fix": "<how to fix>"}]}
 Answer {"findings": []} when the file has no problem."""
 
-_FILE_BLOCK_RE = re.compile(r'<file path="([^"\n]+)"(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL)
+_FILE_BLOCK_RE = re.compile(
+    r'<file path="([^"\n]+)"(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL
+)
 _NUMBERED_LINE_RE = re.compile(r"^ *\d+ \| ?")
 
 
@@ -124,14 +126,14 @@ def first_user_message(metadata_summary: str, task: str | None = None) -> str:
         "Analyse this repository for bugs, security vulnerabilities and architecture problems. "
         "Start by exploring `file_tree` and `metadata`, then delegate."
     )
-    return f"{body}\n\nRepository overview:\n{metadata_summary}\n\nWrite your first ```python block."
+    return (
+        f"{body}\n\nRepository overview:\n{metadata_summary}\n\nWrite your first ```python block."
+    )
 
 
 def turn_countdown(turns_left: int) -> str:
     if turns_left == 1:
-        return (
-            "\n[deeprepo] This is your LAST turn: record remaining findings and call set_answer(report) now."
-        )
+        return "\n[deeprepo] This is your LAST turn: record remaining findings and call set_answer(report) now."
     return f"\n[deeprepo] {turns_left} turns left. Make sure you call set_answer(report) before they run out."
 
 

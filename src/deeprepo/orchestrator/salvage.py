@@ -5,7 +5,9 @@ from __future__ import annotations
 from deeprepo.findings.model import Finding, sort_by_severity
 
 
-def salvage_report(findings: list[Finding], stop_reason: str, stop_detail: str, partial: str = "") -> str:
+def salvage_report(
+    findings: list[Finding], stop_reason: str, stop_detail: str, partial: str = ""
+) -> str:
     """Build an answer from the findings recorded so far, marked incomplete."""
     lines = [
         "# Incomplete report",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 # Shared by the policies that delegate: which files to audit, how to cut them,
 # and how to read a worker's JSON (plain, fenced, or inside prose).
-_HELPERS = r'''
+_HELPERS = r"""
 import json, re
 
 SOURCE_EXTS = {
@@ -98,9 +98,9 @@ def dispatch(jobs):
 all_findings = globals().get("all_findings", [])
 seen_keys = globals().get("seen_keys", set())
 dispatched = globals().get("dispatched", set())
-'''
+"""
 
-_REPORT = r'''
+_REPORT = r"""
 SEV_ORDER = ["critical", "high", "medium", "low", "info"]
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 by_sev = {s: [] for s in SEV_ORDER}
@@ -146,21 +146,21 @@ out.append("- Languages: " + ", ".join(str(k) + " (" + str(v) + ")" for k, v in 
 out.append("- Entry points: " + (", ".join(metadata["entry_points"]) or "none found"))
 out.append("- Layout: " + ", ".join(d + "/ (" + str(n) + ")" for d, n in sorted(top_dirs.items(), key=lambda kv: -kv[1])[:8]))
 report = "\n".join(out) + "\n"
-'''
+"""
 
 EXPERT = [
     # Turn 1: look at the shape of the repository before deciding anything.
-    r'''
+    r"""
 print(metadata["files"], "files,", metadata["lines"], "lines,", metadata["chars"], "chars")
 print("languages:", metadata["languages"])
 print("entry points:", metadata["entry_points"])
 print("largest:", metadata["largest_files"][:5])
 print("skipped:", len(metadata["skipped"]))
 print(file_tree[:3000])
-''',
+""",
     # Turn 2: delegate every source file (big ones in slices) in one parallel batch.
     _HELPERS
-    + r'''
+    + r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 jobs = audit_jobs(sources)
 print("dispatching", len(jobs), "audit prompts over", len(sources), "source files")
@@ -168,50 +168,50 @@ added, failed = dispatch(jobs)
 print("findings recorded:", added, "| failed prompts:", len(failed))
 for f in all_findings[:40]:
     print(" ", f["severity"], f["file"] + ":" + str(f["line"]), f["cwe"], "-", f["title"][:80])
-''',
+""",
     # Turn 3: retry what failed, check coverage, write the report, answer.
     _HELPERS
-    + r'''
+    + r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 retry = [j for j in audit_jobs(sources) if j[0] not in dispatched]
 if retry:
     added, failed = dispatch(retry)
     print("retried", len(retry), "prompts:", added, "new findings,", len(failed), "still failing")
 print("covered", len(dispatched), "of", len(sources), "source files")
-'''
+"""
     + _REPORT
-    + r'''
+    + r"""
 set_answer(report)
 print(report[:1500])
-''',
+""",
 ]
 
 LAZY = [
     # Reads the two biggest files itself and answers without delegating anything.
-    r'''
+    r"""
 picked = [p for p, n in metadata["largest_files"][:2]]
 for p in picked:
     print("=== " + p)
     print(codebase[p][:2500])
-''',
-    r'''
+""",
+    r"""
 set_answer("# Quick review\n\nI read " + " and ".join(picked) + ". The code looks reasonable; "
            "no obvious problems stood out in what I read.\n")
-''',
+""",
 ]
 
 NO_DELEGATION = [
-    r'''
+    r"""
 print(file_tree[:3000])
-''',
+""",
     # Reads everything in its own context instead of asking workers.
-    r'''
+    r"""
 for p in sorted(codebase):
     print("=== " + p)
     print(codebase[p][:1500])
-''',
+""",
     # "Analyses" by eye: a few patterns it happens to recognise, no worker involved.
-    r'''
+    r"""
 import re
 patterns = [
     (r"execute\(\s*f[\"']", "sql-injection", "CWE-89", "high", "SQL built with an f-string"),
@@ -226,11 +226,11 @@ for p, text in codebase.items():
                 add_finding(p, i, kind, sev, title, cwe=cwe)
                 found += 1
 set_answer("# Review\n\nI read the files myself and noted " + str(found) + " suspicious lines.\n")
-''',
+""",
 ]
 
 # Explores file by file for many turns, then delegates one file per call, twice.
-_READ_NEXT = r'''
+_READ_NEXT = r"""
 seen_files = globals().get("seen_files", [])
 todo = [p for p in sorted(codebase) if p not in seen_files][:3]
 for p in todo:
@@ -238,16 +238,16 @@ for p in todo:
     print(codebase[p][:2000])
     seen_files.append(p)
 print(len(seen_files), "of", len(codebase), "files read")
-'''
+"""
 
 OVER_EXPLORER = [
-    r'''
+    r"""
 print(file_tree)
 print(metadata)
-''',
+""",
     *([_READ_NEXT] * 8),
     _HELPERS
-    + r'''
+    + r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 for p, s, e in audit_jobs(sources):
     items = parse_worker_reply(llm_query(file_audit_prompt(p, s, e)))
@@ -255,18 +255,20 @@ for p, s, e in audit_jobs(sources):
         dispatched.add(p)
         record(p, items, s, e)
 print(len(all_findings), "findings so far")
-''',
+""",
     _HELPERS
-    + r'''
+    + r"""
 # Second pass over every file "to be sure": the same prompts again.
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 added, failed = dispatch(audit_jobs(sources))
 print("second pass added", added)
-''',
+""",
     *([_READ_NEXT] * 2),
-    _HELPERS + _REPORT + r'''
+    _HELPERS
+    + _REPORT
+    + r"""
 set_answer(report)
-''',
+""",
 ]
 
 # Never adapts: the same unterminated triple-quoted f-string every turn.
@@ -280,9 +282,9 @@ set_answer(summary)
 '''
 
 SYNTAX_ERRORS = [
-    r'''
+    r"""
 print(file_tree[:2000])
-''',
+""",
     _BROKEN,
 ]
 
@@ -292,6 +294,6 @@ FINAL_SUBMIT: dict[str, str] = {
     "syntax-errors": _BROKEN,
 }
 
-SALVAGE_SUBMIT = r'''
+SALVAGE_SUBMIT = r"""
 set_answer("# Report\n\nI ran out of turns before finishing the review.\n")
-'''
+"""

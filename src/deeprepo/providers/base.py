@@ -55,7 +55,9 @@ class ChatRequest:
     cache_prompt: bool = False
 
     def with_messages(self, messages: tuple[Message, ...]) -> ChatRequest:
-        return ChatRequest(messages, self.system, self.max_tokens, self.temperature, self.cache_prompt)
+        return ChatRequest(
+            messages, self.system, self.max_tokens, self.temperature, self.cache_prompt
+        )
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,9 @@ def sub_cost_share(result: RunResult) -> float | None:
     return sub / total if total > 0 else None
 
 
-def metrics(result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm") -> dict[str, Any]:
+def metrics(
+    result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
+) -> dict[str, Any]:
     return {
         "schema_version": METRICS_SCHEMA_VERSION,
         "deeprepo_version": __version__,
@@ -69,7 +71,9 @@ def _money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
 
-def render_report(result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm") -> str:
+def render_report(
+    result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
+) -> str:
     out: list[str] = [f"# deeprepo report: {codebase.metadata.root}", ""]
     if offline:
         out += [
@@ -93,7 +97,9 @@ def render_report(result: RunResult, codebase: Codebase, *, offline: bool, mode:
             continue
         out += [f"### {sev.capitalize()} ({len(group)})", ""]
         for f in group:
-            loc = f"{f.file}:{f.start_line}" + (f"-{f.end_line}" if f.end_line != f.start_line else "")
+            loc = f"{f.file}:{f.start_line}" + (
+                f"-{f.end_line}" if f.end_line != f.start_line else ""
+            )
             cwe = f" ({f.cwe})" if f.cwe else ""
             out.append(f"- `{loc}` **{f.title}**{cwe} [{f.kind}]")
             if f.detail:
@@ -132,13 +138,22 @@ def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[s
     return [*out, ""]
 
 
-def write_outputs(out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm") -> None:
+def write_outputs(
+    out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
+) -> None:
     """Write report.md, findings.json and metrics.json into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
-    _write_atomic(out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n")
+    _write_atomic(
+        out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
+    )
     _write_atomic(
         out_dir / "metrics.json",
-        json.dumps(metrics(result, codebase, offline=offline, mode=mode), indent=2, ensure_ascii=False) + "\n",
+        json.dumps(
+            metrics(result, codebase, offline=offline, mode=mode), indent=2, ensure_ascii=False
+        )
+        + "\n",
     )
-    _write_atomic(out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode))
+    _write_atomic(
+        out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode)
+    )
