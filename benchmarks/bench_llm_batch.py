@@ -121,6 +121,34 @@ async def run_batches(
     return times, out
 
 
+async def run_batches_in_repl(
+    model: MeteredModel, case: Case, repeats: int
+) -> tuple[list[float], list[str]]:
+    """The same batch called as ``llm_batch(...)`` from root code in the sandbox kernel,
+    so the figure includes the RPC between the kernel and the parent."""
+    from deeprepo.sandbox import Kernel, SandboxConfig
+
+    dispatcher = SubDispatcher(model)
+    prompts = prompts_for(case)
+    payload = {"codebase": {"bench.py": "x = 1\n"}, "file_tree": "bench.py", "metadata": {}}
+    await dispatcher.batch(prompts[: case.concurrency])
+    times: list[float] = []
+    out: list[str] = []
+    async with await Kernel.start(
+        payload, dispatcher.batch, SandboxConfig(cell_timeout_s=120)
+    ) as kernel:
+        await kernel.exec(f"PROMPTS = {prompts!r}")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            result = await kernel.exec(
+                "import json\nanswers = llm_batch(PROMPTS)\n"
+                "print(json.dumps([a if a.startswith('[llm error]') else 'ok' for a in answers]))"
+            )
+            times.append(time.perf_counter() - t0)
+        out = json.loads(result.output.strip().splitlines()[-1])
+    return times, out
+
+
 def report(case: Case, label: str, times: list[float], out: list[str]) -> float:
     med = statistics.median(times)
     errors = [o for o in out if o.startswith(ERROR_PREFIX)]
@@ -164,6 +192,15 @@ def bench(case: Case, repeats: int, backend: str, scaffold: bool, script: Path) 
 
         times, out = asyncio.run(go())
         report(case, f"sdk/{backend}", times, out)
+
+        async def go_repl() -> tuple[list[float], list[str]]:
+            try:
+                return await run_batches_in_repl(model, case, repeats)
+            finally:
+                await model.aclose()
+
+        times, out = asyncio.run(go_repl())
+        report(case, f"repl llm_batch/{backend}", times, out)
         row = model.ledger.rows()[0]
         print(
             f"  [sdk/{backend}] ledger: {row.calls} billed calls, {row.failed_requests} failed requests"
