@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -73,8 +74,21 @@ def run_async(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    line: str | None = None,
+) -> str:
+    # Library warnings (e.g. the sandbox falling back to process isolation) are for the
+    # user, not a developer: one line, no source location.
+    return f"warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: a DeeprepoError becomes one line and its exit code."""
+    warnings.formatwarning = _one_line_warning
     try:
         app(args=argv)
     except DeeprepoError as exc:

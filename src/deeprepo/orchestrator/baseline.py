@@ -255,6 +255,11 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         root_model=spec.name,
         sub_model="none",
         sandbox_mode="none",
+        notes=[
+            f"{len(left_out)} file(s) did not fit the model's context and were left out: {', '.join(left_out)}"
+        ]
+        if left_out
+        else [],
     )
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
         log.start(

@@ -56,6 +56,7 @@ class RunResult:
     sandbox_mode: str
     sent_prompts: list[str] = field(default_factory=list, repr=False)
     batch_sizes: list[int] = field(default_factory=list)  # prompts per llm_query/llm_batch request
+    notes: list[str] = field(default_factory=list)  # for the reader: files left out, fallbacks
 
     @property
     def num_turns(self) -> int:

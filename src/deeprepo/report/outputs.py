@@ -56,6 +56,7 @@ def metrics(
         "total_cost_usd": result.total_cost_usd,
         "sub_cost_share": sub_cost_share(result),
         "usage": result.usage,
+        "notes": result.notes,
         "codebase": {
             "root": codebase.metadata.root,
             "revision": codebase.metadata.revision,
@@ -63,6 +64,7 @@ def metrics(
             "lines": codebase.metadata.lines,
             "chars": codebase.metadata.chars,
             "skipped": len(codebase.metadata.skipped),
+            "skipped_files": [{"path": s.path, "reason": s.reason} for s in codebase.metadata.skipped],
         },
     }
 
@@ -127,6 +129,7 @@ def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[s
         f"- Wall time: {result.wall_seconds:.1f}s; total cost: {_money(result.total_cost_usd)}"
         + (f"; sub-LLM share of cost: {share:.1%}" if share is not None else ""),
         "",
+        *_notes(result, codebase),
         "| role | model | calls | input | output | cache read | cache write | cost |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
@@ -136,6 +139,18 @@ def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[s
             f"{u['cache_read_tokens']:,} | {u['cache_write_tokens']:,} | {_money(u['cost_usd'])} |"
         )
     return [*out, ""]
+
+
+def _notes(result: RunResult, codebase: Codebase, limit: int = 20) -> list[str]:
+    """What the reader should know was not analysed, and why."""
+    lines = [f"- {n}" for n in result.notes]
+    lines += [f"- {n}" for n in codebase.metadata.notes]
+    skipped = codebase.metadata.skipped
+    for s in skipped[:limit]:
+        lines.append(f"- skipped `{s.path}`: {s.reason}")
+    if len(skipped) > limit:
+        lines.append(f"- … and {len(skipped) - limit} more skipped (see metrics.json)")
+    return ["Notes:", "", *lines, ""] if lines else []
 
 
 def write_outputs(
