@@ -1,0 +1,59 @@
+"""``deeprepo tasks generate``: repositories with planted bugs and exact ground truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from deeprepo.tasks import generate_tasks
+
+out = Console()
+
+tasks_app = typer.Typer(
+    help="Generate repositories with planted bugs and exact ground truth.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+@tasks_app.callback()
+def _tasks() -> None:
+    """Generate repositories with planted bugs, decoys and exact ground truth."""
+
+
+@tasks_app.command("generate")
+def generate_command(
+    out_dir: Annotated[
+        Path, typer.Argument(help="Folder to write the tasks into (created if missing).")
+    ],
+    seed: Annotated[
+        int, typer.Option(help="Seed; the same arguments always give byte-identical output.")
+    ] = 0,
+    n: Annotated[int, typer.Option("--n", "-n", help="Number of repositories to generate.")] = 1,
+    size: Annotated[
+        str, typer.Option(help="small (5-15 files), medium (30-60) or large (100-300).")
+    ] = "small",
+    lang: Annotated[
+        str, typer.Option(help="python, js, or mixed (a Python and a JavaScript service).")
+    ] = "python",
+) -> None:
+    """Write N repositories, each as OUT_DIR/<id>/repo + ground_truth.json, and OUT_DIR/index.json."""
+    infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
+    table = Table(box=None, header_style="bold")
+    for col in ("task", "domain", "files", "bugs", "decoys"):
+        table.add_column(col, justify="left" if col in ("task", "domain") else "right")
+    for info in infos:
+        table.add_row(info.id, info.domain, str(info.files), str(info.bugs), str(info.decoys))
+    out.print(table)
+    out.print(
+        f"Wrote {len(infos)} task(s) to {out_dir} (index: {out_dir / 'index.json'}).",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+__all__ = ["generate_command", "tasks_app"]

@@ -1,0 +1,40 @@
+"""The record of a planted snippet (bug or decoy) and the catalogue of all of them.
+
+A snippet is a block of code with marks (``⟦start⟧``, ``⟦sink⟧``, ``⟦end⟧``)
+that the generator places in a host section: an entity's repository,
+service or routes, or a project-wide module (``auth``, ``config``, a utility).
+A cross-file snippet also has a ``source``: a route handler, placed in the
+routes of an entity, that reads untrusted input (``⟦source⟧``) and passes it
+to the sink through ``«sink.»«sink_fn»(...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from deeprepo.tasks.render import Block
+
+ENTITY_HOSTS = frozenset({"repo", "svc", "routes"})
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One way to plant a bug kind (or its decoy) in one language."""
+
+    name: str  # unique, e.g. "py-sqli-search"
+    kind: str  # a key of taxonomy.BUG_KINDS
+    lang: str  # python | js
+    host: str  # section role: repo | svc | routes | auth | config | db | a utility id
+    block: Block  # its key is the function name (a template) or, with ``replaces``, the slot
+    description: str  # template filled with the block's context
+    vulnerable: bool = True
+    replaces: bool = False  # replace the host's block with the same key instead of adding one
+    source: Block | None = None  # cross-file: the route that feeds the sink
+    needs: tuple[str, ...] = ()  # other project sections the code uses (e.g. "cache")
+
+
+def catalogue() -> tuple[Snippet, ...]:
+    """Every snippet, bugs and decoys, both languages (imported lazily: big data modules)."""
+    from deeprepo.tasks import bugs_js, bugs_python, decoys_js, decoys_python
+
+    return (*bugs_python.SNIPPETS, *bugs_js.SNIPPETS, *decoys_python.SNIPPETS, *decoys_js.SNIPPETS)
