@@ -1,0 +1,126 @@
+"""``deeprepo eval``: N examples x R rollouts of a root model, scored by the reward."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from deeprepo.env.reward import RewardWeights
+from deeprepo.errors import UsageError
+from deeprepo.evals.results import RolloutResult
+from deeprepo.evals.runner import EvalOptions, run_eval
+
+err = Console(stderr=True)
+
+
+def _load_weights(path: Path | None) -> RewardWeights | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--weights {path}: cannot read a JSON object ({exc})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f'--weights {path}: expected a JSON object like {{"quality": 0.5}}')
+    return RewardWeights.from_dict(data)
+
+
+def eval_command(
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Root model spec: scripted/<policy> (offline), anthropic/<m>, openai/<m>, "
+            "openrouter/<org>/<m>.",
+        ),
+    ] = "scripted/expert",
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url", help="OpenAI-compatible server for --model (vLLM, Ollama, ...)."
+        ),
+    ] = None,
+    sub: Annotated[
+        str, typer.Option("--sub", help="Sub-model: oracle (from ground truth), static, or a spec.")
+    ] = "oracle",
+    sub_base_url: Annotated[
+        str | None, typer.Option("--sub-base-url", help="OpenAI-compatible server for --sub.")
+    ] = None,
+    n: Annotated[
+        int | None,
+        typer.Option(
+            "-n", "--examples", help="Examples to run (default: all tasks, SPEC's n, else 5)."
+        ),
+    ] = None,
+    rollouts: Annotated[int, typer.Option("-r", "--rollouts", help="Rollouts per example.")] = 2,
+    tasks: Annotated[
+        Path | None,
+        typer.Option("--tasks", help="Directory written by `deeprepo tasks generate`."),
+    ] = None,
+    generate: Annotated[
+        str | None,
+        typer.Option(
+            "--generate",
+            help="Generate tasks in memory: SIZE[:seed=S][:lang=L][:n=N], e.g. medium:seed=7.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Output directory (default: a new one under ./deeprepo-runs/)."),
+    ] = None,
+    max_turns: Annotated[int, typer.Option("--max-turns", help="Root turns per rollout.")] = 20,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", help="Rollouts running at once.")
+    ] = 4,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the oracle workers.")] = 0,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Wall-clock seconds per rollout.")
+    ] = None,
+    weights: Annotated[
+        Path | None,
+        typer.Option("--weights", help='JSON file of reward weights, e.g. {"quality": 0.5}.'),
+    ] = None,
+    sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap or process.")] = "auto",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
+) -> None:
+    """Evaluate a root model: N examples x R rollouts, the reward summary and results.jsonl."""
+    if sandbox not in ("auto", "bwrap", "process"):
+        raise UsageError("--sandbox must be auto, bwrap or process")
+    options = EvalOptions(
+        model=model,
+        base_url=base_url,
+        sub=sub,
+        sub_base_url=sub_base_url,
+        n=n,
+        rollouts=rollouts,
+        tasks_dir=tasks,
+        generate=generate,
+        out_dir=out,
+        max_turns=max_turns,
+        concurrency=concurrency,
+        seed=seed,
+        timeout_s=timeout,
+        sandbox=sandbox,
+        weights=_load_weights(weights),
+    )
+    done = 0
+
+    def progress(r: RolloutResult) -> None:
+        nonlocal done
+        done += 1
+        if not quiet:
+            err.print(
+                f"[{done}] {r.example_id} r{r.rollout + 1}: reward {r.reward:.3f} · "
+                f"{r.num_turns} turns · {r.stop_condition} · {r.generation_seconds:.1f}s",
+                highlight=False,
+            )
+
+    run = asyncio.run(run_eval(options, on_result=progress))
+    typer.echo(run.text, nl=False)
+    err.print(f"Results: {run.out_dir / 'results.jsonl'}", highlight=False)

@@ -1,0 +1,185 @@
+"""One RL rollout: one Episode over one task, scored by the reward.
+
+The Episode is imported, never copied: a rollout is exactly what ``deeprepo analyze``
+runs, with the ``oracle`` worker (by default) answering from the task's ground truth.
+The oracle's seed is derived from ``(seed, task id, rollout index)``, so every rollout
+is reproducible and the rollouts of one example differ from one another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deeprepo.env.reward import Reward, RewardWeights, compute_reward
+from deeprepo.env.tasks import Task
+from deeprepo.evals.results import RolloutResult
+from deeprepo.evals.summary import stop_condition
+from deeprepo.findings.coverage import CoverageIndex
+from deeprepo.orchestrator.episode import Episode, EpisodeConfig
+from deeprepo.orchestrator.records import RunResult
+from deeprepo.providers.base import ChatModel
+from deeprepo.providers.budget import Budget
+from deeprepo.providers.dispatch import SubDispatcher
+from deeprepo.providers.ledger import Ledger
+from deeprepo.providers.metered import MeteredModel
+from deeprepo.providers.prices import PriceTable
+from deeprepo.sandbox.config import SandboxConfig
+
+__all__ = ["RolloutOutcome", "build_sub_model", "derive_seed", "run_rollout"]
+
+
+def derive_seed(seed: int, example: str, rollout: int) -> int:
+    """A 63-bit seed for one rollout of one example, stable across runs and machines."""
+    digest = hashlib.sha256(f"{seed}\0{example}\0{rollout}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@dataclass(frozen=True)
+class RolloutOutcome:
+    """What one rollout produced: the Episode's result, its reward and its timing."""
+
+    task_id: str
+    rollout: int
+    result: RunResult
+    reward: Reward
+    seconds: float
+    worker_seed: int
+
+    @property
+    def stop_condition(self) -> str:
+        return stop_condition(self.result.stop_reason)[0]
+
+    @property
+    def is_truncated(self) -> bool:
+        return stop_condition(self.result.stop_reason)[1]
+
+    def to_result(self, *, model: str | None = None) -> RolloutResult:
+        """The ``results.jsonl`` record: tokens are the root's (cache reads included)."""
+        r = self.result
+        root_in = sum(t.input_tokens + t.cache_read_tokens + t.cache_write_tokens for t in r.turns)
+        root_out = sum(t.output_tokens for t in r.turns)
+        return RolloutResult(
+            example_id=self.task_id,
+            rollout=self.rollout,
+            reward=self.reward.total,
+            parts=dict(self.reward.parts),
+            num_turns=r.num_turns,
+            stop_condition=self.stop_condition,
+            is_truncated=self.is_truncated,
+            sub_calls=r.sub_calls,
+            input_tokens=root_in,
+            output_tokens=root_out,
+            generation_seconds=self.seconds,
+            model=model or r.root_model,
+            trajectory=[t.to_dict() for t in r.turns],
+            extra={
+                "sub_model": r.sub_model,
+                "stop_reason": r.stop_reason,
+                "stop_detail": r.stop_detail,
+                "incomplete": r.incomplete,
+                "worker_seed": self.worker_seed,
+                "findings": len(r.findings),
+                "files_covered": len(r.files_covered),
+                "coverable_files": r.coverable_files,
+                "batch_sizes": list(r.batch_sizes),
+                "total_cost_usd": r.total_cost_usd,
+                "usage": r.usage,
+                "reward_details": dict(self.reward.details),
+            },
+        )
+
+
+def build_sub_model(
+    spec: str,
+    task: Task,
+    *,
+    worker_seed: int,
+    base_url: str | None = None,
+    env: Mapping[str, str] | None = None,
+    oracle_options: Mapping[str, Any] | None = None,
+) -> ChatModel:
+    """The sub-worker for one rollout: ``oracle`` (from the task's ground truth, seeded),
+    ``static``, or any provider spec."""
+    from deeprepo.providers.registry import build_model
+    from deeprepo.providers.spec import parse_model_spec
+
+    parsed = parse_model_spec(spec, base_url)
+    if parsed.provider == "oracle":
+        from deeprepo.workers.oracle import make_oracle
+
+        options = {"seed": worker_seed, **dict(oracle_options or {})}
+        return make_oracle(task.ground_truth, codebase=task.files, **options)
+    return build_model(parsed, role="sub", env=env)
+
+
+async def run_rollout(
+    task: Task,
+    *,
+    root: ChatModel,
+    sub_spec: str = "oracle",
+    sub: ChatModel | None = None,
+    rollout_index: int = 0,
+    seed: int = 0,
+    episode_config: EpisodeConfig | None = None,
+    sandbox_config: SandboxConfig | None = None,
+    prices: PriceTable | None = None,
+    weights: RewardWeights | None = None,
+    sub_base_url: str | None = None,
+    sub_concurrency: int = 16,
+    max_sub_calls: int | None = None,
+    oracle_options: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    coverage_index: CoverageIndex | None = None,
+) -> RolloutOutcome:
+    """Run one Episode of ``root`` over ``task`` and score it.
+
+    ``root`` (and ``sub`` when given) belong to the caller, who may share them across
+    concurrent rollouts and closes them; a sub-model built here from ``sub_spec`` is
+    closed here. Usage is metered per rollout (a fresh ledger each time).
+    """
+    config = episode_config or EpisodeConfig()
+    worker_seed = derive_seed(seed, task.id, rollout_index)
+    prices = prices or PriceTable.load()
+    ledger = Ledger()
+    budget = Budget(max_sub_calls=max_sub_calls, deadline_s=config.timeout_s, ledger=ledger)
+    own_sub = sub is None
+    sub_model = sub or build_sub_model(
+        sub_spec,
+        task,
+        worker_seed=worker_seed,
+        base_url=sub_base_url,
+        env=env,
+        oracle_options=oracle_options,
+    )
+    metered_root = MeteredModel(root, "root", ledger, prices, budget, concurrency=1)
+    metered_sub = MeteredModel(
+        sub_model, "sub", ledger, prices, budget, concurrency=sub_concurrency
+    )
+    episode = Episode(
+        task.get_codebase(),
+        root=metered_root,
+        dispatcher=SubDispatcher(metered_sub),
+        ledger=ledger,
+        config=config,
+        sandbox=sandbox_config,
+    )
+    started = time.perf_counter()
+    try:
+        result = await episode.run()
+    finally:
+        if own_sub:
+            await sub_model.aclose()
+    seconds = time.perf_counter() - started
+    reward = compute_reward(result, task.ground_truth, task.files, weights, index=coverage_index)
+    return RolloutOutcome(
+        task_id=task.id,
+        rollout=rollout_index,
+        result=result,
+        reward=reward,
+        seconds=seconds,
+        worker_seed=worker_seed,
+    )

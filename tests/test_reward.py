@@ -1,0 +1,374 @@
+"""The reward: pure-function tests on constructed RunResults, and its calibration against
+the scripted policies with the oracle worker on generated medium tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from deeprepo.env.reward import (
+    RewardWeights,
+    compute_reward,
+    dispatch_stats,
+    part_metric,
+    source_files,
+)
+from deeprepo.errors import ConfigError
+from deeprepo.findings.model import Finding
+from deeprepo.orchestrator.prompts import file_audit_prompt
+from deeprepo.orchestrator.records import RunResult, Turn
+
+
+def _module(name: str, n: int) -> str:
+    return "\n".join(f"value_{name}_{i} = compute_{name}(arg_{i}, {i})" for i in range(n)) + "\n"
+
+
+FILES: dict[str, str] = {
+    "app/a.py": _module("a", 40),
+    "app/b.py": _module("b", 40),
+    "app/c.py": _module("c", 40),
+    "app/d.py": _module("d", 40),
+    "README.md": "# Project\n\nThis is documentation, not code to audit.\n",
+    "app/empty.py": "\n",
+}
+SOURCES = ["app/a.py", "app/b.py", "app/c.py", "app/d.py"]
+GT: list[dict[str, Any]] = [
+    {"file": "app/a.py", "start_line": 5, "cwe": "CWE-89", "kind": "sql-injection"},
+    {"file": "app/b.py", "start_line": 12, "cwe": "CWE-78", "kind": "command-injection"},
+    {"file": "app/c.py", "start_line": 30, "cwe": "CWE-798", "kind": "hardcoded-secret"},
+    {"file": "app/d.py", "start_line": 20, "cwe": "CWE-89", "vulnerable": False},
+]
+TRUE_FINDINGS = [
+    Finding("app/a.py", 5, 5, "sql-injection", "CWE-89", "high", "SQL injection"),
+    Finding("app/b.py", 12, 12, "command-injection", "CWE-78", "high", "Command injection"),
+    Finding("app/c.py", 30, 30, "hardcoded-secret", "CWE-798", "high", "Secret"),
+]
+
+
+def turn(index: int, input_tokens: int = 1000, output_tokens: int = 200) -> Turn:
+    return Turn(
+        index=index,
+        reply="",
+        code_blocks=[],
+        output="",
+        error=None,
+        sub_calls=0,
+        findings_added=0,
+        answer_ready=False,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=0,
+        cache_write_tokens=0,
+        cost_usd=0.0,
+        seconds=0.0,
+    )
+
+
+def run(
+    prompts: list[str],
+    batch_sizes: list[int] | None = None,
+    findings: list[Finding] | None = None,
+    turns: int = 3,
+    stop_reason: str = "answer_ready",
+    tokens_per_turn: int = 1000,
+) -> RunResult:
+    return RunResult(
+        answer="report",
+        incomplete=stop_reason != "answer_ready",
+        stop_reason=stop_reason,
+        stop_detail="",
+        findings=list(TRUE_FINDINGS if findings is None else findings),
+        turns=[turn(i, tokens_per_turn) for i in range(1, turns + 1)],
+        sub_calls=len(prompts),
+        files_covered=[],
+        coverable_files=0,
+        usage=[],
+        total_cost_usd=0.0,
+        wall_seconds=1.0,
+        root_model="test",
+        sub_model="oracle",
+        sandbox_mode="process",
+        sent_prompts=prompts,
+        batch_sizes=[len(prompts)] if batch_sizes is None and prompts else (batch_sizes or []),
+    )
+
+
+def audit(paths: list[str]) -> list[str]:
+    return [file_audit_prompt(p, FILES[p]) for p in paths]
+
+
+def part(reward: Any, name: str) -> float:
+    return float(reward.parts[part_metric(name)])
+
+
+# ------------------------------------------------------------------------------ parts
+
+
+def test_source_files_leave_out_prose_and_empty_files_but_keep_ground_truth_files() -> None:
+    assert source_files(FILES) == set(SOURCES)
+    files = {**FILES, "deploy/.env": "API_KEY=abcdef123456\n"}
+    from deeprepo.findings.grading import parse_ground_truth
+
+    gt = parse_ground_truth([{"file": "deploy/.env", "start_line": 1, "cwe": "CWE-798"}])
+    assert source_files(files, gt) == {*SOURCES, "deploy/.env"}
+
+
+def test_ideal_run_scores_one() -> None:
+    reward = compute_reward(run(audit(SOURCES)), GT, FILES)
+    assert reward.total == pytest.approx(1.0)
+    assert part(reward, "quality") == 1.0
+    assert part(reward, "coverage") == 1.0
+    assert part(reward, "delegation") == 1.0
+    assert part(reward, "efficiency") == 1.0
+    for penalty in ("zero_delegation", "early_finalize", "redundancy", "ghost_findings"):
+        assert part(reward, penalty) == 0.0
+    assert reward.details["tp"] == 3 and reward.details["source_files"] == 4
+
+
+def test_every_part_is_reported_under_its_metric_name() -> None:
+    reward = compute_reward(run(audit(SOURCES)), GT, FILES)
+    assert set(reward.parts) == {
+        "quality_reward",
+        "coverage_reward",
+        "delegation_reward",
+        "efficiency_reward",
+        "zero_delegation_penalty",
+        "early_finalize_penalty",
+        "redundancy_penalty",
+        "ghost_findings_penalty",
+    }
+    assert reward.metrics()["reward"] == reward.total
+
+
+def test_quality_is_f_half_from_the_grader() -> None:
+    # 2 of 3 bugs found plus one finding on the decoy: tp 2, fp 1, fn 1.
+    findings = [
+        *TRUE_FINDINGS[:2],
+        Finding("app/d.py", 20, 20, "sql-injection", "CWE-89", "high", "Decoy"),
+    ]
+    reward = compute_reward(run(audit(SOURCES), findings=findings), GT, FILES)
+    p = r = 2 / 3
+    assert part(reward, "quality") == pytest.approx(1.25 * p * r / (0.25 * p + r))
+    assert reward.details["decoys_hit"] == 1
+    # beta 1 gives F1
+    w = RewardWeights(beta=1.0)
+    assert part(
+        compute_reward(run(audit(SOURCES), findings=findings), GT, FILES, w), "quality"
+    ) == (pytest.approx(2 / 3))
+
+
+def test_coverage_counts_source_files_whose_content_reached_a_worker() -> None:
+    reward = compute_reward(run(audit(["app/a.py", "app/b.py", "README.md"])), GT, FILES)
+    assert part(reward, "coverage") == pytest.approx(0.5)
+    assert reward.details["files_covered"] == 2
+
+
+def test_a_file_split_across_prompts_is_covered_without_redundancy() -> None:
+    lines = FILES["app/a.py"].split("\n")
+    halves = [
+        file_audit_prompt("app/a.py", "\n".join(lines[:20]), 1),
+        file_audit_prompt("app/a.py", "\n".join(lines[20:]), 21),
+    ]
+    stats = dispatch_stats(FILES, halves)
+    assert "app/a.py" in stats.covered
+    assert stats.redundancy == 0.0
+
+
+def test_delegation_is_the_share_of_sub_calls_sent_in_batches() -> None:
+    prompts = audit(SOURCES)
+    # two single llm_query calls and one batch of two
+    reward = compute_reward(run(prompts, batch_sizes=[1, 1, 2]), GT, FILES)
+    assert part(reward, "delegation") == pytest.approx(0.5)
+    assert (
+        compute_reward(run(prompts, batch_sizes=[1, 1, 1, 1]), GT, FILES).parts["delegation_reward"]
+        == 0.0
+    )
+    none = compute_reward(run([], findings=[]), GT, FILES)
+    assert part(none, "delegation") == 0.0
+    assert part(none, "zero_delegation") == 1.0
+
+
+def test_efficiency_compares_turns_and_root_tokens_with_a_budget() -> None:
+    w = RewardWeights()
+    budget_turns = w.base_turns + 4 / w.files_per_turn
+    reward = compute_reward(run(audit(SOURCES), turns=round(2 * budget_turns)), GT, FILES)
+    turn_score = budget_turns / round(2 * budget_turns)
+    assert part(reward, "efficiency") == pytest.approx((turn_score + 1.0) / 2)
+    chars = sum(len(FILES[p]) for p in SOURCES)
+    token_budget = w.base_root_tokens + w.root_token_share * chars / 4
+    heavy = run(audit(SOURCES), turns=2, tokens_per_turn=int(token_budget))  # 2x budget
+    ratio = token_budget / (2 * (int(token_budget) + 200))
+    assert part(compute_reward(heavy, GT, FILES), "efficiency") == pytest.approx((1 + ratio) / 2)
+
+
+def test_efficiency_is_scaled_by_coverage_so_quitting_early_is_not_efficient() -> None:
+    reward = compute_reward(run(audit(["app/a.py"]), turns=1), GT, FILES)
+    assert part(reward, "efficiency") == pytest.approx(0.25)
+
+
+def test_finalising_before_coverage_is_penalised_by_the_shortfall() -> None:
+    reward = compute_reward(run(audit(["app/a.py"])), GT, FILES)  # coverage 0.25
+    assert part(reward, "early_finalize") == pytest.approx((0.8 - 0.25) / 0.8)
+    truncated = compute_reward(run(audit(["app/a.py"]), stop_reason="max_turns"), GT, FILES)
+    assert part(truncated, "early_finalize") == 0.0
+    full = compute_reward(run(audit(["app/a.py", "app/b.py", "app/c.py", "app/d.py"])), GT, FILES)
+    assert part(full, "early_finalize") == 0.0
+
+
+def test_total_is_the_weighted_sum_minus_penalties_clamped() -> None:
+    result = run(audit(["app/a.py", "app/b.py"]), batch_sizes=[1, 1], findings=TRUE_FINDINGS[:1])
+    reward = compute_reward(result, GT, FILES)
+    w = RewardWeights()
+    expected = (
+        w.quality * part(reward, "quality")
+        + w.coverage * part(reward, "coverage")
+        + w.delegation * part(reward, "delegation")
+        + w.efficiency * part(reward, "efficiency")
+        - w.early_finalize * part(reward, "early_finalize")
+    )
+    assert reward.total == pytest.approx(max(0.0, expected))
+    nothing = compute_reward(run([], findings=[], turns=20), GT, FILES)
+    assert nothing.total == 0.0
+
+
+# ------------------------------------------------------------------------------ anti-gaming
+
+
+def test_naming_paths_without_content_earns_nothing() -> None:
+    path_only = [f'Audit the file {p} for bugs.\n<file path="{p}">\n</file>' for p in SOURCES]
+    gamed = compute_reward(run(path_only, findings=[]), GT, FILES)
+    assert part(gamed, "coverage") == 0.0
+    assert part(gamed, "delegation") == 0.0  # batched, but nothing was delegated
+    assert part(gamed, "zero_delegation") == 1.0
+    assert part(gamed, "efficiency") == 0.0
+    assert gamed.total == 0.0
+    honest = compute_reward(run(audit(SOURCES), findings=[]), GT, FILES)
+    assert honest.total > 0.5
+
+
+def test_dispatching_the_same_file_many_times_is_penalised() -> None:
+    once = compute_reward(run(audit(SOURCES)), GT, FILES)
+    five = compute_reward(run(audit(SOURCES) * 5), GT, FILES)
+    assert part(five, "coverage") == part(once, "coverage") == 1.0
+    assert part(five, "redundancy") == pytest.approx(0.8)
+    assert five.total < once.total - 0.25
+    # the same content in differently worded prompts is still a repeat
+    reworded = [p.replace("Audit the file", "Please review the file") for p in audit(SOURCES)]
+    twice = compute_reward(run(audit(SOURCES) + reworded), GT, FILES)
+    assert part(twice, "redundancy") == pytest.approx(0.5)
+
+
+def test_boilerplate_shared_by_files_is_not_a_repeat() -> None:
+    header = "# Copyright (c) Example Corp. All rights reserved.\nimport logging, os, sys\n"
+    files = {p: header + t for p, t in FILES.items() if p in SOURCES}
+    prompts = [file_audit_prompt(p, t) for p, t in files.items()]
+    assert dispatch_stats(files, prompts).redundancy == 0.0
+
+
+def test_findings_on_files_that_do_not_exist_are_penalised() -> None:
+    ghosts = [
+        Finding(f"app/ghost_{i}.py", 3, 3, "sql-injection", "CWE-89", "high", "Invented")
+        for i in range(3)
+    ]
+    clean = compute_reward(run(audit(SOURCES)), GT, FILES)
+    gamed = compute_reward(run(audit(SOURCES), findings=TRUE_FINDINGS + ghosts), GT, FILES)
+    assert part(gamed, "ghost_findings") == pytest.approx(0.5)
+    assert gamed.details["ghost_findings"] == 3
+    assert gamed.details["fp"] == 3  # the grader counts them as false positives too
+    assert gamed.total < clean.total - 0.2
+
+
+# ------------------------------------------------------------------------------ weights
+
+
+def test_weights_load_from_a_dict_and_reject_unknown_keys() -> None:
+    w = RewardWeights.from_dict({"quality": 1, "coverage": "0", "tolerance": 5})
+    assert (w.quality, w.coverage, w.tolerance) == (1.0, 0.0, 5)
+    assert w.delegation == RewardWeights().delegation
+    with pytest.raises(ConfigError, match=r"unknown reward weight.*qualty.*valid keys"):
+        RewardWeights.from_dict({"qualty": 1})
+    with pytest.raises(ConfigError, match="must be a number"):
+        RewardWeights.from_dict({"quality": "high"})
+    with pytest.raises(ConfigError, match=">= 0"):
+        RewardWeights(redundancy=-1)
+    assert RewardWeights.from_dict(RewardWeights().to_dict()) == RewardWeights()
+
+
+def test_weights_change_the_total() -> None:
+    result = run(audit(["app/a.py", "app/b.py"]), findings=TRUE_FINDINGS[:2])
+    only_coverage = RewardWeights(
+        quality=0, coverage=1, delegation=0, efficiency=0, early_finalize=0
+    )
+    assert compute_reward(result, GT, FILES, only_coverage).total == pytest.approx(0.5)
+    only_quality = RewardWeights(
+        quality=1, coverage=0, delegation=0, efficiency=0, early_finalize=0
+    )
+    p, r = 1.0, 2 / 3
+    assert compute_reward(result, GT, FILES, only_quality).total == pytest.approx(
+        1.25 * p * r / (0.25 * p + r)
+    )
+
+
+# ------------------------------------------------------------------------------ calibration
+
+# One medium task per language (the tasks `--generate medium:seed=11:lang=L` gives first).
+CALIBRATION_LANGS = ("python", "js", "mixed")
+BANDS = {
+    "expert": (0.90, 1.0),
+    "lazy": (0.0, 0.40),
+    "no-delegation": (0.0, 0.30),
+    "syntax-errors": (0.0, 0.30),
+}
+
+
+@pytest.fixture(scope="module")
+def calibration() -> dict[str, list[float]]:
+    from deeprepo.env.rollout import run_rollout
+    from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo.orchestrator.episode import EpisodeConfig
+    from deeprepo.policies import POLICIES, make_policy
+    from deeprepo.sandbox.config import SandboxConfig
+
+    tasks = [
+        generate_tasks_in_memory(TaskSpec("medium", seed=11, lang=lang), 1)[0]
+        for lang in CALIBRATION_LANGS
+    ]
+
+    async def go() -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for policy in POLICIES:
+            root = make_policy(policy)
+            rollouts = [
+                run_rollout(
+                    task,
+                    root=root,
+                    seed=0,
+                    rollout_index=0,
+                    episode_config=EpisodeConfig(max_turns=20),
+                    sandbox_config=SandboxConfig(mode="process"),
+                )
+                for task in tasks
+            ]
+            out[policy] = [o.reward.total for o in await asyncio.gather(*rollouts)]
+        return out
+
+    t0 = time.perf_counter()
+    result = asyncio.run(go())
+    print(f"calibration took {time.perf_counter() - t0:.1f}s: {result}")
+    return result
+
+
+@pytest.mark.parametrize("policy", sorted(BANDS))
+def test_calibration_bands(calibration: dict[str, list[float]], policy: str) -> None:
+    lo, hi = BANDS[policy]
+    mean = sum(calibration[policy]) / len(calibration[policy])
+    assert lo <= mean <= hi, f"{policy}: mean reward {mean:.3f} outside [{lo}, {hi}]"
+
+
+def test_over_explorer_scores_below_expert(calibration: dict[str, list[float]]) -> None:
+    expert = sum(calibration["expert"]) / len(calibration["expert"])
+    over = sum(calibration["over-explorer"]) / len(calibration["over-explorer"])
+    assert over < expert - 0.1
