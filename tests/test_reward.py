@@ -139,6 +139,7 @@ def test_every_part_is_reported_under_its_metric_name() -> None:
         "early_finalize_penalty",
         "redundancy_penalty",
         "ghost_findings_penalty",
+        "empty_report_penalty",
     }
     assert reward.metrics()["reward"] == reward.total
 
@@ -246,7 +247,20 @@ def test_naming_paths_without_content_earns_nothing() -> None:
     assert part(gamed, "efficiency") == 0.0
     assert gamed.total == 0.0
     honest = compute_reward(run(audit(SOURCES), findings=[]), GT, FILES)
-    assert honest.total > 0.5
+    assert honest.total > gamed.total
+
+
+def test_delegating_everything_but_reporting_nothing_scores_below_half() -> None:
+    silent = compute_reward(run(audit(SOURCES), findings=[]), GT, FILES)
+    assert part(silent, "coverage") == 1.0 and part(silent, "delegation") == 1.0
+    assert part(silent, "empty_report") == 1.0
+    assert 0.0 < silent.total < 0.5
+    reporting = compute_reward(run(audit(SOURCES)), GT, FILES)
+    assert part(reporting, "empty_report") == 0.0 and reporting.total > silent.total + 0.3
+    # On a task with nothing to find, an empty report is the right answer.
+    clean_gt = [e for e in GT if not e.get("vulnerable", True)]
+    clean = compute_reward(run(audit(SOURCES), findings=[]), clean_gt, FILES)
+    assert part(clean, "empty_report") == 0.0
 
 
 def test_dispatching_the_same_file_many_times_is_penalised() -> None:

@@ -60,7 +60,13 @@ __all__ = [
 ]
 
 PARTS: tuple[str, ...] = ("quality", "coverage", "delegation", "efficiency")
-PENALTIES: tuple[str, ...] = ("zero_delegation", "early_finalize", "redundancy", "ghost_findings")
+PENALTIES: tuple[str, ...] = (
+    "zero_delegation",
+    "early_finalize",
+    "redundancy",
+    "ghost_findings",
+    "empty_report",
+)
 
 # Prose and lock files are not what a code audit must read; they stay out of the denominator.
 _NON_SOURCE_LANGUAGES = frozenset({"Markdown", "reStructuredText", "Text"})
@@ -95,6 +101,7 @@ class RewardWeights:
     early_finalize: float = 0.30
     redundancy: float = 0.40
     ghost_findings: float = 0.30
+    empty_report: float = 0.40  # nothing recorded although the task has bugs to find
     beta: float = 0.5  # F-beta of the quality part; < 1 weighs precision more
     tolerance: int = DEFAULT_TOLERANCE  # grading line tolerance
     coverage_threshold: float = 0.8  # below this, submitting is "finalising before coverage"
@@ -299,6 +306,8 @@ def compute_reward(
         "early_finalize": early,
         "redundancy": stats.redundancy,
         "ghost_findings": ghosts / len(result.findings) if result.findings else 0.0,
+        # Covering every file but reporting nothing is process without product.
+        "empty_report": 1.0 if not result.findings and any(e.vulnerable for e in entries) else 0.0,
     }
     raw = sum(getattr(w, p) * values[p] for p in PARTS) - sum(
         getattr(w, p) * values[p] for p in PENALTIES

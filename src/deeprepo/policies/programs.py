@@ -61,6 +61,9 @@ def parse_worker_reply(text):
 def record(path, items, lo, hi):
     added = 0
     for item in items:
+        named = str(item.get("file") or "").removeprefix("./")
+        if named and named != path:
+            continue  # a worker's remark about another file: not what it was shown
         try:
             line = int(str(item.get("line", item.get("start_line", lo))).split("-")[0])
         except ValueError:

@@ -152,7 +152,10 @@ class OracleWorker:
                 s, n = line.strip(), start + k
                 if s and (real is None or (n <= len(real) and real[n - 1] == s)):
                     text[path][n] = s
-        if self._index is not None:
+        # Raw pasted text counts only when the prompt has no file blocks: with blocks, the
+        # worker was told which files to audit, and files that merely share boilerplate
+        # lines with them are not being shown.
+        if self._index is not None and not text:
             plines = prompt_lines([prompt])
             for path, frac in self._index.fractions(plines).items():
                 if frac >= self.min_fraction and path not in text:
