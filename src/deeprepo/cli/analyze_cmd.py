@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from deeprepo.cli.progress import RunProgress
+from deeprepo.errors import UsageError
 from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze
 
 err = Console(stderr=True)
@@ -54,8 +55,35 @@ def render_summary(handle: RunHandle) -> None:
     out.print(f"Report: {handle.out_dir / 'report.md'}", highlight=False)
 
 
+# CLI parameter -> AnalyzeOptions field, where the names differ.
+_OPTION_FIELD = {
+    "timeout": "timeout_s",
+    "max_file_size": "max_file_bytes",
+    "cell_timeout": "cell_timeout_s",
+    "prices": "prices_file",
+}
+
+
+def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """The options typed on the command line (not defaults), as AnalyzeOptions fields."""
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        # typer vendors click's ParameterSource enum privately: compare by name.
+        source = getattr(ctx.get_parameter_source(name), "name", None)
+        if source in ("COMMANDLINE", "ENVIRONMENT"):
+            out[_OPTION_FIELD.get(name, name)] = value
+    return out
+
+
 def analyze_command(
-    path: Path_,
+    ctx: typer.Context,
+    path: Annotated[
+        str | None,
+        typer.Argument(
+            help="Repository directory (or a local git repository with --rev). "
+            "Not needed with --resume."
+        ),
+    ] = None,
     root: Annotated[
         str | None,
         typer.Option(
@@ -114,8 +142,29 @@ def analyze_command(
     prices: Annotated[
         Path | None, typer.Option(help="JSON price override file (USD per 1M tokens).")
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue the run in this --out directory from its trajectory.jsonl: completed "
+            "turns are replayed without calling the models again. Its options are reused; "
+            "budgets and timeouts given here replace them."
+        ),
+    ] = None,
 ) -> None:
     """Analyse a repository and write report.md, findings.json, metrics.json and trajectory.jsonl."""
+    if resume is not None:
+        from deeprepo.orchestrator.resume import resume as resume_run
+
+        values = {k: v for k, v in ctx.params.items() if k != "resume"}
+        overrides = _given(ctx, values)
+        if path is not None:
+            overrides["path"] = path
+        with RunProgress(err, "resume") as progress:
+            handle = asyncio.run(resume_run(resume, overrides=overrides, on_event=progress))
+        render_summary(handle)
+        return
+    if path is None:
+        raise UsageError("give the repository to analyse (PATH), or --resume RUN_DIR")
     options = AnalyzeOptions(
         path=path,
         rev=rev,

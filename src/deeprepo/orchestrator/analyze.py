@@ -1,21 +1,23 @@
 """``deeprepo analyze`` as a library call: load, wire the models, run one Episode,
 write the outputs. The CLI only parses options into :class:`AnalyzeOptions` and
-renders progress."""
+renders progress. ``orchestrator.resume`` continues a run through the same path."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from deeprepo import __version__
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.errors import UsageError
+from deeprepo.errors import ConfigError, UsageError
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.orchestrator.records import RunResult
@@ -28,8 +30,16 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model, default_models
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.outputs import write_outputs
-from deeprepo.report.trajectory import TrajectoryWriter
+from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
+
+if TYPE_CHECKING:
+    from deeprepo.orchestrator.resume import SavedRun
+
+# Hidden knobs, read from ``AnalyzeOptions.env`` when a run is wired (never at import):
+# tests and benchmarks shorten retries and per-call timeouts with them.
+RETRY_BASE_ENV = "DEEPREPO_RETRY_BASE_S"
+CALL_TIMEOUT_ENV = "DEEPREPO_CALL_TIMEOUT_S"
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,52 @@ def resolve_specs(options: AnalyzeOptions) -> tuple[ModelSpec, ModelSpec]:
     return root, sub
 
 
+def _env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value < 0 or value != value:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds; unset it or give e.g. 0.5")
+    return value
+
+
+def codebase_fingerprint(codebase: Codebase) -> str:
+    """SHA-256 of every path and text: a resumed run must see the very same code."""
+    digest = hashlib.sha256()
+    for path in sorted(codebase.files):
+        digest.update(path.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(codebase.files[path].encode("utf-8", "surrogatepass") + b"\0")
+    return digest.hexdigest()
+
+
+def options_record(
+    options: AnalyzeOptions, root: ModelSpec, sub: ModelSpec, cache: ResponseCache | None
+) -> dict[str, Any]:
+    """Every option of the run as JSON, enough to rebuild it (``--resume``): models as
+    resolved, paths absolute, the cache directory as used. Keys are never recorded."""
+    record: dict[str, Any] = {}
+    for f in fields(AnalyzeOptions):
+        if f.name == "env":
+            continue
+        value = getattr(options, f.name)
+        record[f.name] = str(value) if isinstance(value, Path) else value
+    record.update(
+        path=os.path.abspath(options.path),
+        root=root.name,
+        sub=sub.name,
+        root_base_url=root.base_url,
+        sub_base_url=sub.base_url,
+        cache_dir=str(cache.directory.absolute()) if cache is not None else None,
+        out_dir=str(options.out_dir.absolute()) if options.out_dir else None,
+        prices_file=str(options.prices_file.absolute()) if options.prices_file else None,
+    )
+    return record
+
+
 def default_out_dir(codebase_root: str, now: datetime | None = None) -> Path:
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(codebase_root).name or "repo").strip("-") or "repo"
@@ -102,17 +158,35 @@ def default_out_dir(codebase_root: str, now: datetime | None = None) -> Path:
     return out
 
 
-async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) -> RunHandle:
-    """Run one analysis end to end and write its outputs; see docs/outputs.md."""
+async def analyze(
+    options: AnalyzeOptions,
+    on_event: EventSink | None = None,
+    *,
+    saved: SavedRun | None = None,
+) -> RunHandle:
+    """Run one analysis end to end and write its outputs; see docs/outputs.md.
+
+    Outputs of an earlier run in ``options.out_dir`` are moved aside (``*.prev.*``).
+    With ``saved`` (see :func:`deeprepo.orchestrator.resume.resume`) the run in
+    ``options.out_dir`` is continued instead: its turns are replayed, its spend
+    carried over, and the trajectory appended to.
+    """
     validate(options)
     root_spec, sub_spec = resolve_specs(options)
     codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
+    fingerprint = codebase_fingerprint(codebase)
+    if saved is not None:
+        saved.check_codebase(fingerprint)
     offline = root_spec.is_builtin and sub_spec.is_builtin
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     out_dir.mkdir(parents=True, exist_ok=True)
+    retry_base_s = _env_seconds(options.env, RETRY_BASE_ENV, 1.0)
+    call_timeout_s = _env_seconds(options.env, CALL_TIMEOUT_ENV, 300.0) or 300.0
 
     prices = PriceTable.load(options.prices_file)
     ledger = Ledger()
+    if saved is not None:
+        saved.carry_over(ledger)
     budget = Budget(
         max_cost_usd=options.max_cost,
         max_sub_calls=options.max_sub_calls,
@@ -120,8 +194,9 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
         ledger=ledger,
     )
     cache = ResponseCache(options.cache_dir) if options.cache else None
-    root_model = build_model(root_spec, role="root", env=options.env)
-    sub_model = build_model(sub_spec, role="sub", env=options.env)
+    timeout_s = max(call_timeout_s * 2, 600.0)  # the SDK's own limit stays above the wrapper's
+    root_model = build_model(root_spec, role="root", env=options.env, timeout_s=timeout_s)
+    sub_model = build_model(sub_spec, role="sub", env=options.env, timeout_s=timeout_s)
     root = MeteredModel(
         root_model,
         role="root",
@@ -130,6 +205,8 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
         budget=budget,
         concurrency=1,
         cache=cache,
+        call_timeout_s=call_timeout_s,
+        backoff_base_s=retry_base_s,
     )
     sub = MeteredModel(
         sub_model,
@@ -139,6 +216,8 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
         budget=budget,
         concurrency=options.sub_concurrency,
         cache=cache,
+        call_timeout_s=call_timeout_s,
+        backoff_base_s=retry_base_s,
     )
     dispatcher = SubDispatcher(sub)
     sandbox = SandboxConfig(
@@ -150,20 +229,41 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
         max_turns=options.max_turns, prompt=options.prompt, timeout_s=options.timeout_s
     )
     started = time.time()
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+
+    def ledger_rows() -> list[dict[str, Any]]:
+        return [row.to_dict() for row in ledger.rows()]
+
+    # Only now, with every setting checked and the models built, touch the directory.
+    if saved is None:
+        set_aside(out_dir)
+    else:
+        saved.prepare_trajectory()
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
-        log.start(
-            deeprepo_version=__version__,
-            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            path=str(options.path),
-            rev=options.rev,
-            root_model=root_spec.name,
-            sub_model=sub_spec.name,
-            offline=offline,
-            prompt=options.prompt,
-            max_turns=options.max_turns,
-            max_cost=options.max_cost,
-            max_sub_calls=options.max_sub_calls,
-        )
+        if saved is None:
+            log.start(
+                deeprepo_version=__version__,
+                started_at=now,
+                path=str(options.path),
+                rev=options.rev,
+                root_model=root_spec.name,
+                sub_model=sub_spec.name,
+                offline=offline,
+                prompt=options.prompt,
+                max_turns=options.max_turns,
+                max_cost=options.max_cost,
+                max_sub_calls=options.max_sub_calls,
+                codebase_sha256=fingerprint,
+                options=options_record(options, root_spec, sub_spec, cache),
+            )
+        else:
+            log.record(
+                "resume",
+                deeprepo_version=__version__,
+                resumed_at=now,
+                replayed_turns=len(saved.turns),
+                options=options_record(options, root_spec, sub_spec, cache),
+            )
         episode = Episode(
             codebase,
             root=root,
@@ -171,8 +271,9 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
             ledger=ledger,
             config=config,
             sandbox=sandbox,
-            on_turn=log.turn,
+            on_turn=lambda turn: log.turn(turn, ledger=ledger_rows()),
             on_event=on_event,
+            replay=saved.turns if saved is not None else (),
         )
         try:
             result = await episode.run()
@@ -187,6 +288,8 @@ async def analyze(options: AnalyzeOptions, on_event: EventSink | None = None) ->
             sub_calls=result.sub_calls,
             total_cost_usd=result.total_cost_usd,
             wall_seconds=round(time.time() - started, 3),
+            ledger=ledger_rows(),
+            **({"replay_mismatches": episode.replay_mismatches} if saved is not None else {}),
         )
     write_outputs(out_dir, result, codebase, offline=offline)
     return RunHandle(result=result, codebase=codebase, out_dir=out_dir, offline=offline)

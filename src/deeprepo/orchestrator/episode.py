@@ -7,8 +7,9 @@ execution, the metered models own money and retries.
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,9 @@ from deeprepo.sandbox.kernel import ExecResult, Kernel
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _ERROR_RANK = {None: 0, "exception": 1, "syntax": 2, "timeout": 3, "crashed": 4, "killed": 4}
+# CPython's default repr shows a memory address that changes from run to run; masked, the
+# root's next request is the same on a rerun and is answered from the response cache.
+_ADDRESS = re.compile(r"(?<= at )0x[0-9a-fA-F]{4,16}(?=>)")
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,11 @@ class Episode:
         on_turn: Callable[[Turn], None] | None = None,
         on_event: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
+        replay: Sequence[Turn] = (),
     ) -> None:
+        """``replay``: turns a previous process completed (``--resume``). Their recorded
+        replies are fed instead of calling the root and their code runs again to rebuild
+        the kernel's state; ``on_turn`` is not called for them (they are on record)."""
         self.codebase = codebase
         self.root = root
         self.dispatcher = dispatcher
@@ -87,6 +95,8 @@ class Episode:
         self.on_event = on_event or (lambda kind, data: None)
         self.clock = clock
         self._batch_sizes: list[int] = []
+        self._replay = list(replay)
+        self.replay_mismatches: list[int] = []  # replayed turns whose output came out different
         if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
             raise ValueError(f"unknown prompt {self.config.prompt!r}")
 
@@ -147,7 +157,9 @@ class Episode:
                     break
                 turns.append(turn)
                 findings.extend(new)
-                if self.on_turn is not None:
+                if index <= len(self._replay):
+                    self.on_event("turn_replayed", {"turn": index})
+                elif self.on_turn is not None:
                     self.on_turn(turn)
                 self.on_event(
                     "turn_end",
@@ -209,8 +221,12 @@ class Episode:
             temperature=self.config.temperature,
             cache_prompt=self.config.cache_root_prompt,
         )
-        completion = await self.root.complete(request)
-        reply = completion.text
+        prior = self._replay[index - 1] if index <= len(self._replay) else None
+        if prior is not None:
+            reply = prior.reply  # the root already answered this turn in the resumed run
+        else:
+            completion = await self.root.complete(request)
+            reply = completion.text
         messages.append(Message("assistant", reply))
         blocks = extract_code_blocks(reply)
         new_findings: list[Finding] = []
@@ -240,6 +256,13 @@ class Episode:
             and 0 < turns_left <= self.config.countdown_from
         ):
             output += "\n" + prompts.turn_countdown(turns_left)
+        if prior is not None:
+            # The conversation goes on from what the root was shown, even where the
+            # rerun printed something else (time, randomness): the record wins.
+            if output != prior.output:
+                self.replay_mismatches.append(index)
+            messages.append(Message("user", prior.output))
+            return prior, answer, new_findings
         messages.append(Message("user", output))
         after = self._root_totals()
         turn = Turn(
@@ -263,7 +286,7 @@ class Episode:
 
     def _render_output(self, result: ExecResult) -> str:
         # The kernel's output already carries its own notes (restored names, restarts).
-        return result.output.rstrip() or "[no output]"
+        return _ADDRESS.sub("0x…", result.output.rstrip()) or "[no output]"
 
     def _to_finding(self, raw: dict[str, Any]) -> Finding | None:
         try:

@@ -93,8 +93,33 @@ class SubDispatcher:
         if isinstance(prompts, str | bytes):
             raise TypeError("llm_batch takes a list of prompts; for one prompt use llm_query")
         items: list[object] = list(prompts)
-        results = await asyncio.gather(*(self._one(p, system) for p in items))
-        return self._settle(items, list(results))
+        budget = self.model.budget
+        cut = len(items)
+        if budget is not None and budget.max_sub_calls is not None:
+            # Prompts past what --max-sub-calls still allows would each queue for a slot only
+            # to be refused (100,000 of them cost the parent seconds): run the ones that can
+            # go through, then refuse the rest at once with the budget's own error.
+            left = max(0, budget.max_sub_calls - budget.sub_calls_started)
+            strings = [i for i, p in enumerate(items) if isinstance(p, str)]
+            cut = strings[left] if left < len(strings) else len(items)
+        results = list(await asyncio.gather(*(self._one(p, system) for p in items[:cut])))
+        rest = items[cut:]
+        if rest and budget is not None and budget.max_sub_calls is not None:
+            if budget.sub_calls_started >= budget.max_sub_calls:
+                try:
+                    budget.acquire("sub")  # spent: raises the error each item would get
+                except BudgetExceeded as exc:
+                    self.last_budget_error = exc
+                    refused = _error(f"budget exhausted ({exc.kind}): {exc}")
+                    self.calls += sum(isinstance(p, str) for p in rest)
+                    for p in rest:
+                        results.append(
+                            (refused, False) if isinstance(p, str) else await self._one(p, system)
+                        )
+                    rest = []
+            # Else a call was refused on cost or time before it took a slot: go the normal way.
+            results += await asyncio.gather(*(self._one(p, system) for p in rest))
+        return self._settle(items, results)
 
 
 def _error(reason: str) -> str:

@@ -1,5 +1,10 @@
 """``trajectory.jsonl``: written turn by turn, flushed and synced, so a crash
-loses nothing already done."""
+loses nothing already done.
+
+Records, one JSON object a line: ``start`` (the run's options, enough to rebuild it),
+one ``turn`` per completed turn (with the ledger as it stood after the turn), ``end``;
+a run continued with ``--resume`` adds a ``resume`` record and appends its turns.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from deeprepo.orchestrator.records import Turn
+
+RUN_FILES = ("trajectory.jsonl", "metrics.json", "findings.json", "report.md")
 
 
 class TrajectoryWriter:
@@ -24,14 +31,18 @@ class TrajectoryWriter:
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
-    def start(self, **info: Any) -> None:
-        self._write({"type": "start", **info})
+    def record(self, kind: str, **info: Any) -> None:
+        """Write one record of type ``kind`` and sync it to disk."""
+        self._write({"type": kind, **info})
 
-    def turn(self, turn: Turn) -> None:
-        self._write({"type": "turn", **turn.to_dict()})
+    def start(self, **info: Any) -> None:
+        self.record("start", **info)
+
+    def turn(self, turn: Turn, **extra: Any) -> None:
+        self._write({"type": "turn", **turn.to_dict(), **extra})
 
     def end(self, **info: Any) -> None:
-        self._write({"type": "end", **info})
+        self.record("end", **info)
 
     def close(self) -> None:
         if not self._fh.closed:
@@ -52,9 +63,58 @@ class TrajectoryWriter:
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
     """Read back every complete record (a torn last line from a crash is ignored)."""
     records: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(record, dict):
+            records.append(record)
     return records
+
+
+def drop_torn_tail(path: Path) -> int:
+    """Cut a last line that a crash left unfinished (no newline), so that records
+    appended later start on a line of their own. Returns the bytes removed."""
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as fh:
+        # Records are at most a few MB; read back in blocks until a newline shows up.
+        pos, tail = size, b""
+        while pos > 0 and b"\n" not in tail:
+            step = min(1 << 16, pos)
+            pos -= step
+            fh.seek(pos)
+            tail = fh.read(step) + tail
+        cut = size - len(tail) + tail.rfind(b"\n") + 1 if b"\n" in tail else 0
+        if cut == size:
+            return 0
+        fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return size - cut
+
+
+def set_aside(out_dir: Path) -> list[Path]:
+    """Move the outputs of an earlier run in ``out_dir`` out of the way: ``NAME.prev.EXT``
+    (then ``NAME.prev2.EXT`` …, never overwriting), so a new run never appends to or mixes
+    with the old trajectory. Returns the new paths."""
+    present = [name for name in RUN_FILES if (out_dir / name).exists()]
+    if not present:
+        return []
+    n = 1
+    while True:
+        suffix = "prev" if n == 1 else f"prev{n}"
+        targets = {name: out_dir / _with_suffix(name, suffix) for name in present}
+        if not any(t.exists() for t in targets.values()):
+            break
+        n += 1
+    for name, target in targets.items():
+        os.replace(out_dir / name, target)
+    return list(targets.values())
+
+
+def _with_suffix(name: str, suffix: str) -> str:
+    stem, dot, ext = name.rpartition(".")
+    return f"{stem}.{suffix}{dot}{ext}"

@@ -1,8 +1,8 @@
 """The kernel's child process: runs root-model code in one persistent namespace.
 
-Started by the parent as ``python -I -S child.py RFD WFD`` (stdlib only, no
-site-packages, no deeprepo import): RFD/WFD are the RPC pipes (see
-``protocol.py``); fd 0 is /dev/null and fds 1/2 go to a pipe the parent drains, so
+Started by the parent as ``python -s -P -S child.py RFD WFD`` with an allow-listed
+environment (stdlib only, no site-packages, no deeprepo import): RFD/WFD are the RPC
+pipes (see ``protocol.py``); fd 0 is /dev/null and fds 1/2 go to a pipe the parent drains, so
 nothing the cell writes can reach the RPC stream. The child trusts its parent and
 nothing else: the limits are applied before any cell runs, and every message it
 sends is checked again by the parent.
@@ -437,6 +437,9 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     rfd, wfd = int(argv[1]), int(argv[2])
+    # The fixed hash seed is the parent's choice for this interpreter only (reproducible
+    # output); the cell's code and its subprocesses see the plain allow-listed environment.
+    os.environ.pop("PYTHONHASHSEED", None)
     for fd in (rfd, wfd):
         os.set_inheritable(fd, False)  # subprocesses and os.system() must not get the pipes
     _die_with_parent()

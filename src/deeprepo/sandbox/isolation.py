@@ -29,6 +29,14 @@ _PROMPTS_DIR = os.path.join(
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# -s -P -S is -I without -E: the child's environment is an allow-list built here, so
+# nothing foreign can enter through it, and -E would also drop PYTHONHASHSEED.
+_PYTHON_FLAGS = ("-s", "-P", "-S")
+# A fixed string-hash seed makes set and dict-of-set output the same on every run, so a
+# rerun's root requests match the response cache turn after turn (hash flooding is no
+# threat here: the only input is the sandboxed code itself). The child drops it from
+# os.environ before running any cell.
+_HASH_SEED = {"PYTHONHASHSEED": "0"}
 
 _warned = False
 
@@ -50,7 +58,7 @@ def child_env(home: str) -> dict[str, str]:
     """The whole environment of a process-mode child: an allow-list, no keys or proxies."""
     lang = os.environ.get("LANG", "")
     safe_lang = lang if lang and all(c.isalnum() or c in "._-@" for c in lang) else "C.UTF-8"
-    return {"PATH": SANDBOX_PATH, "LANG": safe_lang, "HOME": home, "TMPDIR": home}
+    return {"PATH": SANDBOX_PATH, "LANG": safe_lang, "HOME": home, "TMPDIR": home, **_HASH_SEED}
 
 
 def _interpreter_dirs(python: str) -> list[str]:
@@ -103,6 +111,7 @@ def bwrap_argv(bwrap: str, python: str, tmp_size_mb: int, command: list[str]) ->
         "LANG": "C.UTF-8",
         "HOME": "/tmp",
         "TMPDIR": "/tmp",
+        **_HASH_SEED,
     }.items():
         argv += ["--setenv", key, value]
     return [*argv, "--", *command]
@@ -182,7 +191,7 @@ def resolve_mode(requested: str) -> Isolation:
 def child_command(mode: str, rfd: int, wfd: int, tmp_size_mb: int = 256) -> list[str]:
     """The full command line that starts a child with RPC pipes ``rfd``/``wfd``."""
     python = python_executable()
-    command = [python, "-I", "-S", CHILD_SCRIPT, str(rfd), str(wfd)]
+    command = [python, *_PYTHON_FLAGS, CHILD_SCRIPT, str(rfd), str(wfd)]
     if mode == "bwrap":
         bwrap = shutil.which("bwrap")
         if bwrap is None:
