@@ -41,6 +41,11 @@ def _tasks(n: int, seed: int, lang: str) -> list[Any]:
     return list(generate_tasks_in_memory(TaskSpec("small", seed=seed, lang=lang), n))
 
 
+# Warm kernels per worker process (0: every rollout starts its kernel cold). Set by main()
+# before the worker processes fork.
+POOL_SIZE = 0
+
+
 async def _run(
     tasks: list[Any], rollouts: int, concurrency: int, mode: str, phases: dict[str, float]
 ) -> int:
@@ -51,6 +56,7 @@ async def _run(
     from deeprepo.policies import make_policy
     from deeprepo.sandbox import kernel as kernel_mod
     from deeprepo.sandbox.config import SandboxConfig
+    from deeprepo.sandbox.pool import KernelPool
 
     # Time the phases by wrapping the functions the rollout calls (no change to behaviour).
     start, execute, reward = (
@@ -87,6 +93,7 @@ async def _run(
     config = EpisodeConfig(max_turns=20)
     sandbox = SandboxConfig(mode=mode)  # type: ignore[arg-type,unused-ignore]
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
+    pool = KernelPool(sandbox, size=POOL_SIZE) if POOL_SIZE else None
     gate = asyncio.Semaphore(concurrency)
     done = 0
 
@@ -101,6 +108,7 @@ async def _run(
                 episode_config=config,
                 sandbox_config=sandbox,
                 coverage_index=indexes[task.id],
+                pool=pool,
             )
             phases["rollout"] += time.perf_counter() - t0
             if out.result.stop_reason != "answer_ready":
@@ -110,6 +118,8 @@ async def _run(
     try:
         await asyncio.gather(*(one(t, k) for t in tasks for k in range(rollouts)))
     finally:
+        if pool is not None:
+            await pool.aclose()
         setattr(kernel_mod.Kernel, "start", start)  # noqa: B010
         setattr(kernel_mod.Kernel, "exec", execute)  # noqa: B010
         setattr(rollout_mod, "compute_reward", reward)  # noqa: B010
@@ -164,7 +174,15 @@ def main() -> None:
     ap.add_argument("--lang", default="python")
     ap.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "process"))
     ap.add_argument("--profile", action="store_true", help="cProfile one run in one process")
+    ap.add_argument(
+        "--pool",
+        type=int,
+        default=0,
+        help="warm kernels per worker (0: none, every kernel starts cold)",
+    )
     args = ap.parse_args()
+    global POOL_SIZE
+    POOL_SIZE = args.pool
 
     cores = _pin(args.cores)
     t0 = time.perf_counter()
@@ -176,7 +194,7 @@ def main() -> None:
     mode = resolve_mode(args.sandbox).mode
     print(f"cores {cores} · sandbox {mode} · {args.tasks} small {args.lang} tasks "
           f"({files:.1f} files avg, generated in {gen_s * 1000:.0f} ms) x {args.rollouts} rollouts · "
-          f"{args.workers} workers x concurrency {args.concurrency}")  # fmt: skip
+          f"{args.workers} workers x concurrency {args.concurrency} · kernel pool {POOL_SIZE}")  # fmt: skip
     _run_once = one_run(tasks[:2], 1, 1, 1, mode)  # warm-up: imports, page cache
 
     rates, last_phases, total = [], {}, 0

@@ -202,3 +202,32 @@ def test_policy_names() -> None:
 
     with pytest.raises(ConfigError, match="scripted/expert"):
         make_policy("genius")
+
+
+async def test_episode_takes_its_kernel_from_a_warm_pool(example: Codebase) -> None:
+    from deeprepo.sandbox import KernelPool
+
+    config = SandboxConfig(cell_timeout_s=20)
+    pool = KernelPool(config, size=1)
+    pool.fill()
+    try:
+        ledger = Ledger()
+        prices = PriceTable.load()
+        root = MeteredModel(
+            Replies([code("print(len(codebase))\nset_answer('x')")]), "root", ledger, prices
+        )
+        sub = MeteredModel(make_worker("static"), "sub", ledger, prices)
+        episode = Episode(
+            example,
+            root=root,
+            dispatcher=SubDispatcher(sub),
+            ledger=ledger,
+            sandbox=config,
+            pool=pool,
+        )
+        result = await episode.run()
+        assert result.stop_reason == "answer_ready" and result.answer == "x"
+        assert result.turns[0].output.strip() == "15"
+        assert result.sandbox_mode == pool.mode
+    finally:
+        await pool.aclose()

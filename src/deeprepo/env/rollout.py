@@ -28,6 +28,7 @@ from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.pool import KernelPool
 
 __all__ = ["RolloutOutcome", "build_sub_model", "derive_seed", "run_rollout"]
 
@@ -134,6 +135,7 @@ async def run_rollout(
     oracle_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     coverage_index: CoverageIndex | None = None,
+    pool: KernelPool | None = None,
 ) -> RolloutOutcome:
     """Run one Episode of ``root`` over ``task`` and score it.
 
@@ -166,6 +168,7 @@ async def run_rollout(
         ledger=ledger,
         config=config,
         sandbox=sandbox_config,
+        pool=pool,
     )
     started = time.perf_counter()
     try:

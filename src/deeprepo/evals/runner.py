@@ -34,6 +34,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.pool import KernelPool
 
 __all__ = ["ENVIRONMENT_NAME", "EvalOptions", "EvalRun", "default_eval_dir", "run_eval"]
 
@@ -61,6 +62,7 @@ class EvalOptions:
     timeout_s: float | None = None
     max_sub_calls: int | None = 2000
     sandbox: str = "auto"
+    kernel_pool: int = 0  # warm kernels kept ready (0: each rollout starts its own)
     weights: RewardWeights | None = None
     prices_file: Path | None = None
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -171,6 +173,9 @@ async def run_eval(
     sandbox = SandboxConfig(mode=options.sandbox)  # type: ignore[arg-type]
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(options.concurrency)
+    # A warm pool cuts a kernel's start latency, not its CPU: on a busy 2-core machine
+    # bench_rollouts measured no throughput gain (docs/decisions.md), so it is opt-in.
+    pool = KernelPool(sandbox, size=options.kernel_pool) if options.kernel_pool else None
     finished: dict[tuple[str, int], RolloutResult] = {}
 
     async def one(task: Task, k: int) -> None:
@@ -193,6 +198,7 @@ async def run_eval(
                     max_sub_calls=options.max_sub_calls,
                     env=options.env,
                     coverage_index=indexes[task.id],
+                    pool=pool,
                 )
                 record = outcome.to_result(model=root_spec.name)
             except Exception as exc:  # one broken rollout must not sink the evaluation
@@ -206,6 +212,8 @@ async def run_eval(
     try:
         await asyncio.gather(*(one(t, k) for t in tasks for k in range(options.rollouts)))
     finally:
+        if pool is not None:
+            await pool.aclose()
         await root.aclose()
         if shared_sub is not None:
             await shared_sub.aclose()

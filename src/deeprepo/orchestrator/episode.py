@@ -26,6 +26,7 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.kernel import ExecResult, Kernel
+from deeprepo.sandbox.pool import KernelPool
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _ERROR_RANK = {None: 0, "exception": 1, "syntax": 2, "timeout": 3, "crashed": 4, "killed": 4}
@@ -81,6 +82,7 @@ class Episode:
         on_event: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
         replay: Sequence[Turn] = (),
+        pool: KernelPool | None = None,
     ) -> None:
         """``replay``: turns a previous process completed (``--resume``). Their recorded
         replies are fed instead of calling the root and their code runs again to rebuild
@@ -96,6 +98,7 @@ class Episode:
         self.clock = clock
         self._batch_sizes: list[int] = []
         self._replay = list(replay)
+        self.pool = pool  # pre-started kernels: many short episodes (RL rollouts) start faster
         self.replay_mismatches: list[int] = []  # replayed turns whose output came out different
         if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
             raise ValueError(f"unknown prompt {self.config.prompt!r}")
@@ -119,7 +122,9 @@ class Episode:
         findings: list[Finding] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
         stop_reason, stop_detail = "max_turns", ""
-        kernel = await Kernel.start(self.codebase.payload(), self._llm_handler, self.sandbox_config)
+        kernel = await Kernel.start(
+            self.codebase.payload(), self._llm_handler, self.sandbox_config, pool=self.pool
+        )
         try:
             index = 0
             final_turn = False
