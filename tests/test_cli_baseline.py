@@ -90,3 +90,19 @@ def test_baseline_left_out_files_are_named(loopback: LoopbackServer, tmp_path: P
     user = loopback.requests_for("openai")[0].body["messages"][-1]["content"]  # type: ignore[index]
     assert "did not fit" in user
     assert "left out" in (out / "report.md").read_text()
+
+
+def test_baseline_rerun_into_the_same_out_keeps_the_old_files(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    for _ in range(2):
+        loopback.enqueue_openai(REPLY, usage=Usage(input_tokens=100, output_tokens=10))
+        proc = run_cli(
+            "baseline", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
+            "--out", str(out), "--no-cache",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    kinds = [json.loads(x)["type"] for x in (out / "trajectory.jsonl").read_text().splitlines()]
+    assert kinds == ["start", "turn", "end"]
+    assert (out / "trajectory.prev.jsonl").exists()

@@ -36,7 +36,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.outputs import write_outputs
-from deeprepo.report.trajectory import TrajectoryWriter
+from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 
 DEFAULT_CONTEXT_TOKENS = 128_000
 OUTPUT_RESERVE_TOKENS = 8_192
@@ -261,6 +261,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         if left_out
         else [],
     )
+    set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
         log.start(
             deeprepo_version=__version__,
