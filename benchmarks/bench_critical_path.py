@@ -117,6 +117,10 @@ def main() -> None:
         work = Path(tmp)
         repo = work / "repo"
         write_repo(repo, args.files)
+        # The first run in a process pays one-time costs (SDK imports, the bwrap probe);
+        # it is shown but left out of the median.
+        wall, turns, subs = one_run(repo, work, args.latency, args.concurrency, -1)
+        print(f"warm-up: {wall:.2f}s wall (one-time imports and probes included)")
         walls: list[float] = []
         for n in range(args.runs):
             wall, turns, subs = one_run(repo, work, args.latency, args.concurrency, n)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import logging
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -129,6 +131,7 @@ def make_http_client(sdk: Any, max_connections: int, backend: str = "auto") -> A
     except ImportError:  # pragma: no cover - SDKs before the httpx2 move
         import httpx as hx  # type: ignore[no-redef]
     limits = hx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+    tls = {"verify": shared_ssl_context()}
     if backend not in ("auto", "httpx", "aiohttp"):
         raise ConfigError(f"unknown HTTP backend {backend!r}; use auto, httpx or aiohttp")
     if backend != "httpx" and hasattr(sdk, "DefaultAioHttpClient"):
@@ -138,8 +141,20 @@ def make_http_client(sdk: Any, max_connections: int, backend: str = "auto") -> A
             if backend == "aiohttp":
                 raise ConfigError("the aiohttp backend needs: pip install aiohttp") from None
         else:
-            return sdk.DefaultAioHttpClient(limits=limits)
-    return sdk.DefaultAsyncHttpxClient(limits=limits)
+            return sdk.DefaultAioHttpClient(limits=limits, **tls)
+    return sdk.DefaultAsyncHttpxClient(limits=limits, **tls)
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One TLS context per process, with the same CA bundle the HTTP client would load.
+
+    Loading the CA bundle costs about 85 ms; a fresh client (one per role, and one per
+    event loop) would otherwise pay it every time.
+    """
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _usage_warning(spec: ModelSpec) -> None:
