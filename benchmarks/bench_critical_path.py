@@ -16,8 +16,6 @@ import asyncio
 import json
 import math
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from deeprepo.orchestrator.analyze import AnalyzeOptions, analyze
 from deeprepo.policies import make_policy
 from deeprepo.policies.scripted import POLICIES
 from deeprepo.providers.base import ChatRequest, Message
+from deeprepo.testing.loopback import spawn
 
 TARGET = 1.10
 
@@ -60,28 +59,13 @@ def expert_replies() -> list[str]:
     return out
 
 
-def start_server(latency: float, script: Path) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "deeprepo.testing.loopback", "--port", "0", "--ttl", "900",
-         "--latency", str(latency), "--script", str(script)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    first = proc.stdout.readline().split()
-    if not first or first[0] != "PORT":
-        proc.kill()
-        raise RuntimeError("the loopback server did not start")
-    return proc, int(first[1])
-
-
 def one_run(
     repo: Path, work: Path, latency: float, concurrency: int, n: int
 ) -> tuple[float, int, int]:
     replies = expert_replies()
     script = work / f"script-{n}.json"
     script.write_text(json.dumps({"anthropic": [{"text": r} for r in replies]}))
-    proc, port = start_server(latency, script)
+    proc, port = spawn(latency_s=latency, script=script, ttl_s=900)
     try:
         options = AnalyzeOptions(
             path=str(repo),

@@ -25,7 +25,6 @@ import asyncio
 import json
 import math
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.openai_compat import OpenAICompatModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
+from deeprepo.testing.loopback import spawn
 
 FAIL_MARK = "PLEASE-FAIL-THIS-ITEM"
 
@@ -81,21 +81,6 @@ class SleepyModel:
 
     async def aclose(self) -> None:
         return None
-
-
-def start_server(latency_s: float, script: Path) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "deeprepo.testing.loopback", "--port", "0", "--ttl", "600",
-         "--latency", str(latency_s), "--script", str(script)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    first = proc.stdout.readline().split()
-    if not first or first[0] != "PORT":
-        proc.kill()
-        raise RuntimeError("the loopback server did not start")
-    return proc, int(first[1])
 
 
 def prompts_for(case: Case) -> list[str]:
@@ -174,7 +159,7 @@ def bench(case: Case, repeats: int, backend: str, scaffold: bool, script: Path) 
         f"llm_batch: {case.prompts} prompts @ {case.latency_s * 1000:.0f} ms, "
         f"concurrency {case.concurrency}"
     )
-    proc, port = start_server(case.latency_s, script)
+    proc, port = spawn(latency_s=case.latency_s, script=script)
     try:
         spec = parse_model_spec("openrouter/minimax/minimax-m2.5", f"http://127.0.0.1:{port}/v1")
         inner = OpenAICompatModel(

@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from deeprepo.providers.base import ChatModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
+from deeprepo.report.rundir import new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
@@ -94,14 +94,7 @@ def validate(options: EvalOptions) -> None:
 
 def default_eval_dir(model: str, now: datetime | None = None) -> Path:
     """A new folder ``deeprepo-runs/<stamp>-eval-<model>``."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-") or "model"
-    base = Path("deeprepo-runs") / f"{stamp}-eval-{slug}"
-    out, k = base, 1
-    while out.exists():
-        k += 1
-        out = base.with_name(f"{base.name}-{k}")
-    return out
+    return new_run_dir(f"eval-{model}", now)
 
 
 def select_tasks(options: EvalOptions) -> list[Task]:

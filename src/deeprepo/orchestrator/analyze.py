@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -30,6 +29,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model, default_models
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.outputs import write_outputs
+from deeprepo.report.rundir import new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
 
@@ -148,14 +148,7 @@ def options_record(
 
 
 def default_out_dir(codebase_root: str, now: datetime | None = None) -> Path:
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(codebase_root).name or "repo").strip("-") or "repo"
-    base = Path("deeprepo-runs") / f"{stamp}-{name}"
-    out, n = base, 1
-    while out.exists():
-        n += 1
-        out = base.with_name(f"{base.name}-{n}")
-    return out
+    return new_run_dir(Path(codebase_root).name or "repo", now)
 
 
 async def analyze(

@@ -27,6 +27,7 @@ import json
 import math
 import socket
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -39,7 +40,7 @@ from typing import Any, Literal
 
 from deeprepo.providers.base import Usage
 
-__all__ = ["DEFAULT_TEXT", "Fault", "LoopbackServer", "RecordedRequest", "Reply", "Route"]
+__all__ = ["DEFAULT_TEXT", "Fault", "LoopbackServer", "RecordedRequest", "Reply", "Route", "spawn"]
 
 Route = Literal["openai", "anthropic"]
 Fault = Literal["reset", "malformed_json", "empty_choices", "no_usage", "timeout", "refusal"]
@@ -484,6 +485,26 @@ def load_script(server: LoopbackServer, path: Path) -> None:
         server.add_rule(str(rule["contains"]), Reply.from_dict(rule["reply"]), rule.get("route"))
     if isinstance(data.get("default"), dict):
         server.default = Reply.from_dict(data["default"])
+
+
+def spawn(
+    *, latency_s: float = 0.0, script: Path | None = None, ttl_s: float = 600.0
+) -> tuple[subprocess.Popen[str], int]:
+    """Start the server as its own process (so its threads do not share the caller's GIL);
+    returns the process and its port. The caller kills it by pid; it also exits by itself
+    after ``ttl_s``."""
+    cmd = [sys.executable, "-m", "deeprepo.testing.loopback", "--port", "0", "--ttl", str(ttl_s),
+           "--latency", str(latency_s)]  # fmt: skip
+    if script is not None:
+        cmd += ["--script", str(script)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline().split()
+    if len(first) != 2 or first[0] != "PORT":
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("the loopback server process did not start")
+    return proc, int(first[1])
 
 
 def main(argv: list[str] | None = None) -> int:
