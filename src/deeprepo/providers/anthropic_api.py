@@ -10,14 +10,13 @@ wrapper; the SDK's are off.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from deeprepo.errors import ConfigError, ProviderError
 from deeprepo.providers.base import ChatRequest, Completion, Usage
 from deeprepo.providers.openai_compat import (
+    LoopBoundClient,
     _usage_warning,
-    make_http_client,
     translate_sdk_error,
 )
 from deeprepo.providers.spec import ModelSpec
@@ -68,19 +67,9 @@ class AnthropicModel:
             "max_retries": 0,
             "timeout": timeout_s,
         }
-        self._max_connections = max_connections
-        self._http_backend = http_backend
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
-
-    def _client_for_loop(self) -> Any:
-        # Connections belong to the loop that opened them (see OpenAICompatModel).
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            http = make_http_client(self._anthropic, self._max_connections, self._http_backend)
-            self._client = self._anthropic.AsyncAnthropic(**self._client_kwargs, http_client=http)
-            self._loop = loop
-        return self._client
+        self._clients = LoopBoundClient(
+            anthropic, "AsyncAnthropic", self._client_kwargs, max_connections, http_backend
+        )
 
     @property
     def name(self) -> str:
@@ -112,7 +101,7 @@ class AnthropicModel:
     async def complete(self, request: ChatRequest) -> Completion:
         """One Messages call; raises :class:`ProviderError` with ``retryable`` set."""
         try:
-            resp = await self._client_for_loop().messages.create(**self._params(request))
+            resp = await self._clients.get().messages.create(**self._params(request))
         except (self._anthropic.AnthropicError, ValueError) as exc:
             raise translate_sdk_error(exc, self.spec) from exc
         usage = _usage_of(getattr(resp, "usage", None), self.spec)
@@ -133,6 +122,4 @@ class AnthropicModel:
         return billed
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()

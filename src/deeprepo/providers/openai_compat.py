@@ -24,6 +24,7 @@ from deeprepo.providers.spec import ModelSpec
 
 __all__ = [
     "OPENROUTER_BASE_URL",
+    "LoopBoundClient",
     "OpenAICompatModel",
     "make_http_client",
     "parse_retry_after",
@@ -157,6 +158,44 @@ def shared_ssl_context() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+class LoopBoundClient:
+    """One SDK client per event loop.
+
+    HTTP connections belong to the event loop that opened them, so a caller that runs
+    ``asyncio.run()`` per batch gets a fresh client (and pool) for each loop instead of
+    reusing connections bound to a closed one.
+    """
+
+    def __init__(
+        self,
+        sdk: Any,
+        client_class: str,
+        kwargs: Mapping[str, Any],
+        max_connections: int,
+        backend: str,
+    ) -> None:
+        self._sdk = sdk
+        self._client_class = client_class
+        self._kwargs = dict(kwargs)
+        self._max_connections = max_connections
+        self._backend = backend
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            http = make_http_client(self._sdk, self._max_connections, self._backend)
+            self._client = getattr(self._sdk, self._client_class)(**self._kwargs, http_client=http)
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+
 def _usage_warning(spec: ModelSpec) -> None:
     # Not fatal: the answer is still good, only the ledger undercounts. Say so.
     log.warning("%s sent a reply without usage; counting it as 0 tokens", spec.name)
@@ -219,20 +258,9 @@ class OpenAICompatModel:
             "timeout": timeout_s,
             "default_headers": headers or None,
         }
-        self._max_connections = max_connections
-        self._http_backend = http_backend
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._client: Any = None
-
-    def _client_for_loop(self) -> Any:
-        # HTTP connections belong to the event loop that opened them; a caller that
-        # runs asyncio.run() per batch gets a fresh client per loop.
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            http = make_http_client(self._openai, self._max_connections, self._http_backend)
-            self._client = self._openai.AsyncOpenAI(**self._client_kwargs, http_client=http)
-            self._loop = loop
-        return self._client
+        self._clients = LoopBoundClient(
+            self._openai, "AsyncOpenAI", self._client_kwargs, max_connections, http_backend
+        )
 
     @property
     def name(self) -> str:
@@ -258,7 +286,7 @@ class OpenAICompatModel:
 
     async def complete(self, request: ChatRequest) -> Completion:
         """One chat completion; raises :class:`ProviderError` with ``retryable`` set."""
-        client = self._client_for_loop()
+        client = self._clients.get()
         try:
             # The generic post() skips the SDK's per-request walk over the typed params
             # (a third of its CPU per call); the body is plain JSON already.
@@ -296,6 +324,4 @@ class OpenAICompatModel:
         return Completion(str(content), usage, model, finish, cost)
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        await self._clients.aclose()
