@@ -7,6 +7,10 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deeprepo.testing.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "vulnapi"
@@ -27,3 +31,16 @@ def run_cli(
         env=full_env,
         cwd=cwd or ROOT,
     )
+
+
+def loopback_analyze_args(
+    srv: LoopbackServer, out: Path, *extra: str, repo: Path = EXAMPLE
+) -> list[str]:
+    """``analyze`` with the root on the server's Anthropic route (``anthropic/test-root``) and
+    the sub-workers on its OpenAI-compatible route (``openrouter/test/sub``)."""
+    return [
+        "analyze", str(repo),
+        "--root", "anthropic/test-root", "--root-base-url", srv.anthropic_base_url,
+        "--sub", "openrouter/test/sub", "--sub-base-url", srv.openai_base_url,
+        "--out", str(out), *extra,
+    ]  # fmt: skip

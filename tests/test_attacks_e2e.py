@@ -26,7 +26,7 @@ from typing import Any
 
 import attack_cells as cells
 import pytest
-from clihelp import EXAMPLE, ROOT
+from clihelp import EXAMPLE, ROOT, loopback_analyze_args
 
 from deeprepo.providers.base import Usage
 from deeprepo.report.trajectory import read_trajectory
@@ -425,13 +425,12 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             "NO_PROXY": "127.0.0.1,localhost",
             "COLUMNS": "200",
         }
-        args = [
-            *("analyze", str(repo), "--root", "anthropic/test-root"),
-            *("--root-base-url", srv.anthropic_base_url, "--sub", "openrouter/test/sub"),
-            *("--sub-base-url", srv.openai_base_url, "--prices", str(prices), "--out", str(out)),
+        args = loopback_analyze_args(
+            srv, out, "--prices", str(prices),
             *("--max-turns", str(len(SELECTED) + 5), "--max-sub-calls", str(MAX_SUB_CALLS)),
             *("--cell-timeout", str(CELL_TIMEOUT)),
-        ]
+            repo=repo,
+        )  # fmt: skip
         proc = subprocess.Popen(
             [sys.executable, "-m", "deeprepo", *args],
             cwd=ROOT,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import EXAMPLE, run_cli
+from clihelp import loopback_analyze_args, run_cli
 
 from deeprepo.providers.base import Usage
 from deeprepo.testing.loopback import LoopbackServer, Reply
@@ -54,23 +54,7 @@ def _write_prices(tmp_path: Path) -> Path:
 
 
 def _cli_args(srv: LoopbackServer, out: Path, prices: Path, *extra: str) -> list[str]:
-    return [
-        "analyze",
-        str(EXAMPLE),
-        "--root",
-        "anthropic/test-root",
-        "--root-base-url",
-        srv.anthropic_base_url,
-        "--sub",
-        "openrouter/test/sub",
-        "--sub-base-url",
-        srv.openai_base_url,
-        "--prices",
-        str(prices),
-        "--out",
-        str(out),
-        *extra,
-    ]
+    return loopback_analyze_args(srv, out, "--prices", str(prices), *extra)
 
 
 def _cost(u: Usage, p: dict[str, float]) -> float:

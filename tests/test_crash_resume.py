@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import EXAMPLE, ROOT, run_cli
+from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 
 from deeprepo.errors import UsageError
 from deeprepo.orchestrator.analyze import AnalyzeOptions, analyze
@@ -72,20 +72,7 @@ def server() -> Iterator[LoopbackServer]:
 
 
 def cli_args(srv: LoopbackServer, out: Path) -> list[str]:
-    return [
-        "analyze",
-        str(EXAMPLE),
-        "--root",
-        "anthropic/test-root",
-        "--root-base-url",
-        srv.anthropic_base_url,
-        "--sub",
-        "openrouter/test/sub",
-        "--sub-base-url",
-        srv.openai_base_url,
-        "--out",
-        str(out),
-    ]
+    return loopback_analyze_args(srv, out)
 
 
 def request_turn(req: RecordedRequest) -> int:

@@ -22,7 +22,7 @@ import verifiers.v1 as vf
 from pydantic import Field, field_validator
 
 from deeprepo.env.tasks import Task as RepoTask
-from deeprepo.env.tasks import codebase_from_files
+from deeprepo.env.tasks import task_from_generated
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.tasks import generate_task, task_seeds
@@ -104,13 +104,5 @@ class OrchestrationTaskset(vf.Taskset[OrchestrationTask, OrchestrationTasksetCon
 def repository(seed: int, size: str, lang: str) -> tuple[RepoTask, CoverageIndex]:
     """The generated repository of a task and its coverage index, built once per process
     (the ``-r`` rollouts of a task and later epochs reuse them)."""
-    gen = generate_task(seed, size, lang)
-    files = dict(gen.files)
-    task = RepoTask(
-        id=gen.task_id,
-        files=files,
-        ground_truth=[e.to_dict() for e in gen.ground_truth],
-        metadata={k: v for k, v in gen.info().to_dict().items() if k != "path"},
-        codebase=codebase_from_files(files, root_name=gen.task_id),
-    )
-    return task, CoverageIndex(files)
+    task = task_from_generated(generate_task(seed, size, lang))
+    return task, CoverageIndex(task.files)

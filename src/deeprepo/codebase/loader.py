@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pathspec
@@ -439,12 +439,42 @@ def _cat_blobs(root: Path, oids: list[str]) -> Iterator[bytes]:
 # ---------------------------------------------------------------------------- assembly
 
 
+def codebase_from_files(
+    files: Mapping[str, str],
+    *,
+    root_name: str = "repo",
+    lines: int | None = None,
+    skipped: Iterable[SkippedFile] = (),
+    notes: Iterable[str] = (),
+    revision: str | None = None,
+) -> Codebase:
+    """A :class:`Codebase` of in-memory files with the metadata the loader computes
+    (generated tasks, tests). ``lines`` may be passed when already counted."""
+    ordered = dict(sorted(files.items()))
+    languages = Counter(lang for lang in map(language_of, ordered) if lang is not None)
+    if lines is None:
+        lines = sum(
+            t.count("\n") + (0 if not t or t.endswith("\n") else 1) for t in ordered.values()
+        )
+    metadata = CodebaseMetadata(
+        root=root_name,
+        files=len(ordered),
+        chars=sum(map(len, ordered.values())),
+        lines=lines,
+        languages=dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
+        # Stable sort: equal sizes stay in path order.
+        largest_files=sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10],
+        entry_points=find_entry_points(ordered),
+        skipped=sorted(skipped, key=lambda s: s.path),
+        notes=list(notes),
+        revision=revision,
+    )
+    return Codebase(
+        files=ordered, file_tree=build_tree(ordered, root_name=root_name), metadata=metadata
+    )
+
+
 def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codebase:
-    files = dict(sorted(acc.files.items()))
-    languages = Counter(lang for lang in map(language_of, files) if lang is not None)
-    ordered_languages = dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0])))
-    # Stable sort: equal sizes stay in path order.
-    largest = sorted(((p, len(t)) for p, t in files.items()), key=lambda pt: -pt[1])[:10]
     notes = list(acc.notes)
     acc.file_notes.sort()  # the walk's order depends on the file system
     notes.extend(acc.file_notes[:MAX_FILE_NOTES])
@@ -453,20 +483,13 @@ def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codeba
     if acc.ignored:
         plural = "path" if acc.ignored == 1 else "paths"
         notes.append(f"{acc.ignored:,} {plural} matched .gitignore rules and were not loaded")
-    metadata = CodebaseMetadata(
-        root=root_name,
-        files=len(files),
-        chars=sum(map(len, files.values())),
+    return codebase_from_files(
+        acc.files,
+        root_name=root_name,
         lines=acc.lines,
-        languages=ordered_languages,
-        largest_files=largest,
-        entry_points=find_entry_points(files),
-        skipped=sorted(acc.skipped, key=lambda s: s.path),
+        skipped=acc.skipped,
         notes=notes,
         revision=revision,
-    )
-    return Codebase(
-        files=files, file_tree=build_tree(files, root_name=root_name), metadata=metadata
     )
 
 

@@ -13,17 +13,17 @@ Two sources:
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deeprepo.codebase.languages import find_entry_points, language_of
-from deeprepo.codebase.loader import load_codebase
-from deeprepo.codebase.model import Codebase, CodebaseMetadata
-from deeprepo.codebase.tree import build_tree
+from deeprepo.codebase.loader import codebase_from_files, load_codebase
+from deeprepo.codebase.model import Codebase
 from deeprepo.errors import UsageError
 from deeprepo.tasks.spec import LANGS, SIZES
+
+if TYPE_CHECKING:
+    from deeprepo.tasks.spec import GeneratedTask
 
 __all__ = [
     "Task",
@@ -33,6 +33,7 @@ __all__ = [
     "load_task_dir",
     "load_tasks",
     "parse_task_spec",
+    "task_from_generated",
 ]
 
 _SPEC_KEYS = ("seed", "lang", "n")
@@ -98,46 +99,27 @@ def parse_task_spec(text: str) -> TaskSpec:
     return TaskSpec(size=head, seed=seed, lang=lang, n=n)
 
 
-def codebase_from_files(files: dict[str, str], *, root_name: str = "repo") -> Codebase:
-    """A :class:`Codebase` of in-memory files, with the metadata the loader computes."""
-    ordered = dict(sorted(files.items()))
-    languages = Counter(lang for lang in map(language_of, ordered) if lang is not None)
-    lines = sum(t.count("\n") + (0 if not t or t.endswith("\n") else 1) for t in ordered.values())
-    metadata = CodebaseMetadata(
-        root=root_name,
-        files=len(ordered),
-        chars=sum(map(len, ordered.values())),
-        lines=lines,
-        languages=dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
-        largest_files=sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10],
-        entry_points=find_entry_points(ordered),
-    )
-    return Codebase(
-        files=ordered, file_tree=build_tree(ordered, root_name=root_name), metadata=metadata
-    )
-
-
 def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]:
     """``n`` tasks (default ``spec.n``, else 1) from the generator, without touching disk."""
     from deeprepo.tasks.generator import generate_task, task_seeds
 
     count = n if n is not None else (spec.n or 1)
-    out = []
-    for task_seed in task_seeds(spec.seed, count):
-        gen = generate_task(task_seed, spec.size, spec.lang)
-        info = gen.info().to_dict()
-        info.pop("path", None)
-        files = dict(gen.files)
-        out.append(
-            Task(
-                id=gen.task_id,
-                files=files,
-                ground_truth=[e.to_dict() for e in gen.ground_truth],
-                metadata=info,
-                codebase=codebase_from_files(files, root_name=gen.task_id),
-            )
-        )
-    return out
+    return [
+        task_from_generated(generate_task(task_seed, spec.size, spec.lang))
+        for task_seed in task_seeds(spec.seed, count)
+    ]
+
+
+def task_from_generated(gen: GeneratedTask) -> Task:
+    """A rollout :class:`Task` from one generated repository (no disk)."""
+    files = dict(gen.files)
+    return Task(
+        id=gen.task_id,
+        files=files,
+        ground_truth=[e.to_dict() for e in gen.ground_truth],
+        metadata={k: v for k, v in gen.info().to_dict().items() if k != "path"},
+        codebase=codebase_from_files(files, root_name=gen.task_id),
+    )
 
 
 def _read_json(path: Path) -> Any:
