@@ -61,7 +61,8 @@ def test_findings_json_shape(offline_run: Path) -> None:
     assert isinstance(findings, list) and findings
     keys = {"file", "start_line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}
     for f in findings:
-        assert set(f) == keys
+        assert set(f) == keys | {"scope"}
+        assert f["scope"] == "source"
         assert f["cwe"] is None or f["cwe"].startswith("CWE-")
         assert f["end_line"] >= f["start_line"] >= 1
 

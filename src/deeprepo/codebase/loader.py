@@ -29,6 +29,7 @@ from deeprepo.codebase.languages import (
     language_of,
 )
 from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
+from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
 from deeprepo.errors import CodebaseError
 
@@ -456,6 +457,7 @@ def codebase_from_files(
         lines = sum(
             t.count("\n") + (0 if not t or t.endswith("\n") else 1) for t in ordered.values()
         )
+    scopes: dict[str, str] = {p: classify_scope(p, t) for p, t in ordered.items()}
     metadata = CodebaseMetadata(
         root=root_name,
         files=len(ordered),
@@ -468,9 +470,13 @@ def codebase_from_files(
         skipped=sorted(skipped, key=lambda s: s.path),
         notes=list(notes),
         revision=revision,
+        scopes=count_scopes(scopes),
     )
     return Codebase(
-        files=ordered, file_tree=build_tree(ordered, root_name=root_name), metadata=metadata
+        files=ordered,
+        file_tree=build_tree(ordered, root_name=root_name),
+        metadata=metadata,
+        scopes=scopes,
     )
 
 

@@ -26,6 +26,7 @@ class CodebaseMetadata:
     skipped: list[SkippedFile] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. "decoded with replacement: a.txt"
     revision: str | None = None
+    scopes: dict[str, int] = field(default_factory=dict)  # scope -> file count (codebase.scope)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -40,6 +41,17 @@ class Codebase:
     files: dict[str, str]
     file_tree: str
     metadata: CodebaseMetadata
+    #: path -> scope (``source``, ``test``, ``vendored`` …; see :mod:`deeprepo.codebase.scope`).
+    scopes: dict[str, str] = field(default_factory=dict)
+
+    def scope_of(self, path: str) -> str:
+        """The scope of ``path``; a path not in the codebase is judged by its name alone."""
+        scope = self.scopes.get(path)
+        if scope is None:
+            from deeprepo.codebase.scope import classify_scope
+
+            scope = classify_scope(path)
+        return scope
 
     def payload(self) -> dict[str, Any]:
         """The JSON-able data the sandbox kernel is started with."""

@@ -34,6 +34,8 @@ class Finding:
     title: str
     detail: str = ""
     fix: str = ""
+    #: The file's scope (``source``, ``test``, ``vendored`` …; :mod:`deeprepo.codebase.scope`).
+    scope: str = "source"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,7 +13,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -217,7 +217,10 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         stop_reason, stop_detail = "error", str(exc)
     finally:
         await model.aclose()
-    findings = parse_baseline_findings(reply, set(included))
+    findings = [
+        replace(f, scope=codebase.scope_of(f.file))
+        for f in parse_baseline_findings(reply, set(included))
+    ]
     rows = [row.to_dict() for row in ledger.rows()]
     root = next((r for r in rows if r["role"] == "root"), None)
     turn = Turn(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deeprepo.codebase.model import Codebase
@@ -295,9 +295,10 @@ class Episode:
 
     def _to_finding(self, raw: dict[str, Any]) -> Finding | None:
         try:
-            return finding_from_dict(raw)
+            finding = finding_from_dict(raw)
         except ValueError:
             return None
+        return replace(finding, scope=self.codebase.scope_of(finding.file))
 
     def _root_totals(self) -> tuple[int, int, int, int, float | None]:
         inp = out = cr = cw = 0

@@ -1,0 +1,245 @@
+"""The *scope* of a file: what part of a project it is (DESIGN §6).
+
+Reports lead with the code a project ships and keep the rest apart: a weak hash in a test
+fixture or an ``eval`` in a vendored, minified bundle is rarely what a reader came for. Each
+file gets one scope from path conventions first and its content second:
+
+========== ==============================================================================
+scope      what lands there
+========== ==============================================================================
+vendored   ``vendor/``, ``third_party/``, ``node_modules/``, ``site-packages/`` …
+generated  minified or bundled assets, protobuf/grpc stubs, migrations, files that say
+           "Code generated … DO NOT EDIT" or ``@generated`` near their top
+test       ``tests/``, ``__tests__/``, ``spec/``, ``fixtures/``, ``test_*.py``,
+           ``*_test.go``, ``*.test.ts``, ``*.spec.js``, ``conftest.py`` …
+example    ``examples/``, ``samples/``, ``demo/``, ``tutorial/``, ``docs_src/`` …
+docs       ``docs/``, ``doc/`` and prose files (``.md``, ``.rst``, ``.txt`` …)
+config     data and settings files (``.json``, ``.yaml``, ``.toml``, ``.ini``, ``.env``,
+           ``Dockerfile``, CI workflows …)
+source     everything else
+========== ==============================================================================
+
+The first row that matches wins, so ``tests/fixtures/vendor/x.js`` is *vendored* and
+``examples/tests/test_app.py`` is a *test*. :data:`HEADLINE_SCOPES` are the scopes whose
+findings count in a report's headline; the rest are listed apart, with their counts.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Final, Literal
+
+__all__ = [
+    "HEADLINE_SCOPES",
+    "SCOPES",
+    "Scope",
+    "classify_scope",
+    "count_scopes",
+    "is_minified",
+]
+
+Scope = Literal["source", "test", "example", "docs", "vendored", "generated", "config"]
+#: Every scope, in the order reports list them.
+SCOPES: Final[tuple[Scope, ...]] = (
+    "source",
+    "config",
+    "test",
+    "example",
+    "docs",
+    "generated",
+    "vendored",
+)
+#: Findings in these scopes are the run's headline: code and configuration the project ships.
+HEADLINE_SCOPES: Final[frozenset[str]] = frozenset({"source", "config"})
+
+_VENDORED_DIRS = frozenset(
+    {
+        "vendor",
+        "vendors",
+        "vendored",
+        "_vendor",
+        "third_party",
+        "third-party",
+        "thirdparty",
+        "3rdparty",
+        "extern",
+        "external",
+        "externals",
+        "node_modules",
+        "bower_components",
+        "jspm_packages",
+        "site-packages",
+        "dist-packages",
+        "pods",
+    }
+)
+_GENERATED_DIRS = frozenset({"dist", "generated", "__generated__", "migrations"})
+# Build output folders, only at the top: ``src/build/`` is often hand-written tooling.
+_GENERATED_TOP_DIRS = frozenset({"build", "out", "target", "coverage", "htmlcov", "site"})
+_TEST_DIRS = frozenset(
+    {
+        "test",
+        "tests",
+        "testing",
+        "__tests__",
+        "__test__",
+        "spec",
+        "specs",
+        "e2e",
+        "integration_tests",
+        "unit_tests",
+        "testdata",
+        "test_data",
+        "test-data",
+        "fixtures",
+        "__fixtures__",
+        "__mocks__",
+        "mocks",
+        "testsuite",
+        "cypress",
+        "playwright",
+    }
+)
+_EXAMPLE_DIRS = frozenset(
+    {
+        "example",
+        "examples",
+        "sample",
+        "samples",
+        "demo",
+        "demos",
+        "tutorial",
+        "tutorials",
+        "docs_src",
+        "cookbook",
+        "playground",
+    }
+)
+_DOCS_DIRS = frozenset({"doc", "docs", "documentation"})
+
+_GENERATED_NAME = re.compile(
+    r"(?:\.min\.(?:js|mjs|cjs|css)|[.-]bundle\.(?:js|mjs)|\.chunk\.js|\.map"
+    r"|_pb2(?:_grpc)?\.pyi?|\.pb\.(?:go|cc|h)|\.pb\.gw\.go|_grpc\.pb\.go|\.g\.dart"
+    r"|\.generated\.\w+|\.gen\.\w+|\.designer\.cs|-lock\.json|\.lock)$",
+    re.IGNORECASE,
+)
+_GENERATED_FILES = frozenset({"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock"})
+_TEST_NAME = re.compile(
+    r"(?:^test_.*\.py$|^tests?\.py$|_tests?\.py$|^conftest\.py$|_test\.go$|_test\.rb$|_spec\.rb$"
+    r"|\.(?:test|spec|e2e)\.[cm]?[jt]sx?$|Tests?\.(?:java|kt|cs|php|swift)$|_test\.(?:c|cc|cpp|rs)$)"
+)
+_DOCS_EXTS = frozenset(
+    {".md", ".markdown", ".rst", ".txt", ".adoc", ".asciidoc", ".rdoc", ".org", ".tex"}
+)
+_CONFIG_EXTS = frozenset(
+    {
+        ".json",
+        ".jsonc",
+        ".json5",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".config",
+        ".properties",
+        ".env",
+        ".xml",
+        ".plist",
+        ".tf",
+        ".tfvars",
+        ".hcl",
+        ".lock",
+    }
+)
+_CONFIG_FILES = frozenset(
+    {
+        "dockerfile",
+        "containerfile",
+        "makefile",
+        "procfile",
+        "vagrantfile",
+        "jenkinsfile",
+        ".env",
+        ".npmrc",
+        ".pypirc",
+        ".gitattributes",
+        ".gitignore",
+        ".dockerignore",
+        ".editorconfig",
+        "requirements.txt",
+        "constraints.txt",
+    }
+)
+_CONFIG_DIRS = frozenset({".github", ".circleci", ".gitlab", ".devcontainer", ".vscode", ".idea"})
+# Markers generators write near the top of what they emit.
+_GENERATED_MARK = re.compile(
+    r"(?:code generated .{0,80}do not edit|@generated\b|auto-?generated (?:file|code|by)"
+    r"|this file (?:was|is) (?:automatically )?generated|generated by the protocol buffer"
+    r"|do not edit(?: this file)?[,.!]? (?:it was|it is|this file is) (?:auto|generated))",
+    re.IGNORECASE,
+)
+_GENERATED_HEAD_CHARS = 2048
+_MINIFIABLE_EXTS = frozenset({".js", ".mjs", ".cjs", ".css"})
+# A hand-written file rarely averages over 200 characters a line or holds a 1,000+ one.
+_MINIFIED_MEAN_LINE = 200
+_MINIFIED_LONG_LINE = 1000
+
+
+def is_minified(text: str) -> bool:
+    """Long lines with little else: a minified or bundled asset."""
+    if len(text) < 500:
+        return False
+    lines = text.count("\n") + 1
+    if len(text) / lines > _MINIFIED_MEAN_LINE:
+        return True
+    long_lines = sum(1 for line in text.split("\n", 200)[:200] if len(line) > _MINIFIED_LONG_LINE)
+    return long_lines * 10 >= min(lines, 200)
+
+
+def classify_scope(path: str, text: str = "") -> Scope:
+    """The scope of the file at relative POSIX ``path`` with content ``text``.
+
+    With no text (a path the model named, a deleted file), only the path decides.
+    """
+    parts = path.lower().split("/")
+    name = parts[-1]
+    real_name = path.rsplit("/", 1)[-1]
+    dirs = parts[:-1]
+    ext = posixpath.splitext(name)[1]
+    if any(d in _VENDORED_DIRS for d in dirs):
+        return "vendored"
+    if (
+        name in _GENERATED_FILES
+        or _GENERATED_NAME.search(name)
+        or any(d in _GENERATED_DIRS for d in dirs)
+        or (dirs and dirs[0] in _GENERATED_TOP_DIRS)
+        or (text and _GENERATED_MARK.search(text, 0, _GENERATED_HEAD_CHARS))
+        or (text and ext in _MINIFIABLE_EXTS and is_minified(text))
+    ):
+        return "generated"
+    if any(d in _TEST_DIRS for d in dirs) or _TEST_NAME.search(real_name):
+        return "test"
+    if any(d in _EXAMPLE_DIRS for d in dirs):
+        return "example"
+    if any(d in _DOCS_DIRS for d in dirs) or (ext in _DOCS_EXTS and name not in _CONFIG_FILES):
+        return "docs"
+    if (
+        ext in _CONFIG_EXTS
+        or name in _CONFIG_FILES
+        or name.startswith(".env")
+        or name.startswith("dockerfile")
+        or (dirs and dirs[0] in _CONFIG_DIRS)
+    ):
+        return "config"
+    return "source"
+
+
+def count_scopes(scopes: Mapping[str, str]) -> dict[str, int]:
+    """Files per scope, in :data:`SCOPES` order, scopes with no file left out."""
+    counts = Counter(scopes.values())
+    return {s: counts[s] for s in SCOPES if counts[s]}
