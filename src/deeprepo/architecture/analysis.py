@@ -104,6 +104,9 @@ def analyze_architecture(
             for need in needs:
                 external[need].add(path)
         else:
+            if lang == "Python":
+                assert py is not None
+                targets |= py.parent_packages(targets)  # importing a.b.c runs a/ and a/b/ too
             for t in targets:
                 if t in source:
                     imported_by_scope[kind][t].add(path)

@@ -67,8 +67,8 @@ def _edge_text(edges: list[Edge], side: str) -> str:
 
 
 def architecture_markdown(arch: Architecture) -> list[str]:
-    """The ``## Architecture`` section of report.md, as lines."""
-    out = ["## Architecture", ""]
+    """The ``## Architecture from imports`` section of report.md, as lines."""
+    out = ["## Architecture from imports", ""]
     if not arch.modules:
         return [*out, "No Python, JavaScript or TypeScript source files: no import graph.", ""]
     langs = ", ".join(f"{lang} {n:,}" for lang, n in arch.languages.items())

@@ -138,12 +138,24 @@ class PyResolver:
             rel = "/".join(parts[:n])
             for root in roots:
                 key = posixpath.join(root, rel) if root else rel
-                if key in self.modules:
-                    if n == len(parts):
-                        return self._under(key, imp.names), None
+                if n == len(parts):
+                    found = self._under(key, imp.names)  # a folder without __init__ counts too
+                    if found:
+                        return found, None
+                elif key in self.modules:
                     return [self.modules[key]], None
         top = parts[0]
         return [], (None if top in _PY_STDLIB or not top else top)
+
+    def parent_packages(self, paths: set[str]) -> set[str]:
+        """The ``__init__.py`` of every package above ``paths`` (Python runs them on import)."""
+        found: set[str] = set()
+        for path in paths:
+            key = posixpath.dirname(_module_key(path)) if path.endswith(".py") else ""
+            while key in self.packages and self.modules[key] not in found:
+                found.add(self.modules[key])
+                key = posixpath.dirname(key)
+        return found
 
     def _under(self, key: str, names: tuple[str, ...]) -> list[str]:
         """``from key import names``: the submodules among ``names``, else ``key`` itself."""

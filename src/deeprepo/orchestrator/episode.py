@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from deeprepo.architecture import architecture_of, architecture_summary
 from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
 from deeprepo.findings.coverage import coverable_files, covered_files
@@ -52,17 +53,21 @@ def metadata_summary(codebase: Codebase) -> str:
     md = codebase.metadata
     langs = ", ".join(f"{k} ({v})" for k, v in list(md.languages.items())[:8]) or "unknown"
     largest = ", ".join(f"{p} ({n:,} chars)" for p, n in md.largest_files[:5])
+    # Tests and examples named main.py or with a __main__ guard are not where a program starts.
+    entry_points = [p for p in md.entry_points if codebase.scope_of(p) == "source"]
     lines = [
         f"- root: {md.root}" + (f" @ {md.revision}" if md.revision else ""),
         f"- {md.files:,} files, {md.lines:,} lines, {md.chars:,} chars",
         f"- languages: {langs}",
         f"- largest: {largest}",
-        f"- entry points: {', '.join(md.entry_points[:10]) or 'none found'}",
+        f"- entry points: {', '.join(entry_points[:10]) or 'none found'}"
+        + (f" (+{len(entry_points) - 10} more)" if len(entry_points) > 10 else ""),
     ]
     if md.skipped:
         lines.append(
             f"- skipped: {len(md.skipped)} files (binary, oversized, ignored); see metadata['skipped']"
         )
+    lines.append(architecture_summary(architecture_of(codebase)))
     return "\n".join(lines)
 
 
@@ -122,9 +127,9 @@ class Episode:
         findings: list[Finding] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
         stop_reason, stop_detail = "max_turns", ""
-        kernel = await Kernel.start(
-            self.codebase.payload(), self._llm_handler, self.sandbox_config, pool=self.pool
-        )
+        payload = self.codebase.payload()
+        payload["metadata"]["architecture"] = architecture_of(self.codebase).to_dict(limit=200)
+        kernel = await Kernel.start(payload, self._llm_handler, self.sandbox_config, pool=self.pool)
         try:
             index = 0
             final_turn = False

@@ -18,7 +18,9 @@ for bugs, security vulnerabilities and architecture problems by writing Python t
 You never see the files directly. The REPL holds them as data:
 - `codebase`: dict[str, str], relative path -> file text
 - `file_tree`: str, an indented tree of the repository
-- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
+- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped, and \
+`architecture` (from imports: components, edges with import counts, component_cycles, module_cycles, \
+fan_in, entry_points with their tests, untested_components, external dependencies)
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
 - `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding
@@ -42,7 +44,9 @@ for bugs, security vulnerabilities and architecture problems by writing Python t
 You never see the files directly. The REPL holds them as data:
 - `codebase`: dict[str, str], relative path -> file text
 - `file_tree`: str, an indented tree of the repository
-- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped
+- `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped, and \
+`architecture` (from imports: components, edges with import counts, component_cycles, module_cycles, \
+fan_in, entry_points with their tests, untested_components, external dependencies)
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
 - `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding

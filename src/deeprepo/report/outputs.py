@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo import __version__
+from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.codebase.model import Codebase
 from deeprepo.findings.model import SEVERITIES, sort_by_severity
 from deeprepo.orchestrator.records import RunResult
@@ -66,6 +67,7 @@ def metrics(
             "skipped": len(codebase.metadata.skipped),
             "skipped_files": [{"path": s.path, "reason": s.reason} for s in codebase.metadata.skipped],
         },
+        "architecture": architecture_of(codebase).to_dict(),
     }
 
 
@@ -110,8 +112,15 @@ def render_report(
                 out.append(f"  - Fix: {f.fix}")
         out.append("")
     out += ["## Synthesis from the root model", "", result.answer.strip() or "(empty)", ""]
+    out += _architecture_section(codebase)
     out += _summary_section(result, codebase, mode)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _architecture_section(codebase: Codebase) -> list[str]:
+    """Components and their import edges (a list and a Mermaid diagram), cycles, fan-in,
+    entry points no test reaches, external dependencies: computed from imports, not by a model."""
+    return architecture_markdown(architecture_of(codebase))
 
 
 def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[str]:
