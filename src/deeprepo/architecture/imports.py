@@ -43,10 +43,16 @@ def python_imports(text: str) -> list[PyImport]:
     starts = [m.start() for m in _PY_CANDIDATE.finditer(text)]
     if not starts:
         return []
+    if '"""' in text or "'''" in text:
+        spans = _triple_quoted(text)
+        if spans is None:  # a stray triple quote: the pairing cannot be trusted
+            return _parse_whole(text, [_statement_at(text, s) for s in starts])
+        starts = [s for s in starts if bisect.bisect_right(spans, s) % 2 == 0]
+    if "TYPE_CHECKING" in text:
+        starts = _outside_type_checking(text, starts)
+    if not starts:
+        return []
     statements = [_statement_at(text, s) for s in starts]
-    # Type-only imports are skipped, and only a whole parse sees the `if` around them.
-    if "TYPE_CHECKING" in text or _any_in_strings(text, starts):
-        return _parse_whole(text, statements)
     try:
         tree = ast.parse("\n".join(statements))
     except (SyntaxError, ValueError):
@@ -73,12 +79,11 @@ def _statement_at(text: str, start: int) -> str:
     return text[start:end].strip()
 
 
-def _any_in_strings(text: str, starts: list[int]) -> bool:
-    """True when a candidate start lies between a pair of triple quotes (a docstring's
-    example, say). Pairs are matched naively; a miscount only costs a whole-file parse."""
-    if '"""' not in text and "'''" not in text:
-        return False
-    spans: list[int] = []  # flattened [open, close, open, close, ...]
+def _triple_quoted(text: str) -> list[int] | None:
+    """Boundaries ``[open, close, open, close, ...]`` of the triple-quoted strings, paired
+    naively; ``None`` when one is left open (a triple quote in a comment or a one-line
+    string), so that the caller parses the whole file rather than trust the pairs."""
+    spans: list[int] = []
     quote = ""
     for m in _TRIPLE.finditer(text):
         token = m.group()
@@ -88,10 +93,27 @@ def _any_in_strings(text: str, starts: list[int]) -> bool:
         elif token == quote:
             quote = ""
             spans.append(m.end())
-    if quote:
-        spans.append(len(text))
-    # Inside a span when an odd number of boundaries precede the start.
-    return any(bisect.bisect_right(spans, s) % 2 == 1 for s in starts)
+    return None if quote else spans
+
+
+_TYPE_CHECKING_IF = re.compile(
+    r"^([ \t]*)if[ \t]+(?:\w+\.)?TYPE_CHECKING[ \t]*:[ \t]*(?:#.*)?$", re.M
+)
+_CODE_LINE = re.compile(r"^([ \t]*)[^\s#]", re.M)
+
+
+def _outside_type_checking(text: str, starts: list[int]) -> list[int]:
+    """``starts`` less those in the indented body of an ``if TYPE_CHECKING:``."""
+    blocks: list[tuple[int, int]] = []
+    for m in _TYPE_CHECKING_IF.finditer(text):
+        indent = len(m.group(1).expandtabs())
+        end = len(text)
+        for line in _CODE_LINE.finditer(text, m.end()):
+            if len(line.group(1).expandtabs()) <= indent:
+                end = line.start()
+                break
+        blocks.append((m.end(), end))
+    return [s for s in starts if not any(a <= s < b for a, b in blocks)]
 
 
 def _parse_whole(text: str, statements: list[str]) -> list[PyImport]:
@@ -138,12 +160,13 @@ def _is_type_checking(test: ast.expr) -> bool:
 # ------------------------------------------------------------------------------ JavaScript
 
 # Block comments, and line comments that fill their line (a `//` after code may sit in a URL).
-_JS_COMMENTS = re.compile(r"/\*[\s\S]*?\*/|^[ \t]*//[^\n]*", re.M)
+_JS_BLOCK_COMMENT = re.compile(r"/\*[\s\S]*?\*/")
+_JS_LINE_COMMENT = re.compile(r"^[ \t]*//.*", re.M)
 _JS_SPEC = r"""(['"])([^'"\n]+)\1"""
 _JS_IMPORT = re.compile(
-    r"(?:^|[^\w$.])(?:"
+    r"\b(?<![$.])(?:"
     # import x from '…', import {a, b} from '…', export * from '…', export {a} from '…'
-    r"(?:import|export)\b[^'\";]*?\bfrom\s*" + _JS_SPEC + r"|"
+    r"(?:import|export)\b[^'\";()=]{0,1000}?\bfrom\s*" + _JS_SPEC + r"|"
     # import '…' (side effects)
     r"import\s*" + _JS_SPEC.replace(r"\1", r"\3") + r"|"
     # require('…'), import('…')
@@ -156,8 +179,10 @@ def js_imports(text: str) -> list[str]:
     """The module specifiers a JavaScript / TypeScript file imports, in order."""
     if "import" not in text and "require" not in text and "export" not in text:
         return []
-    if "/*" in text or "//" in text:
-        text = _JS_COMMENTS.sub("", text)
+    if "/*" in text:
+        text = _JS_BLOCK_COMMENT.sub("", text)
+    if "//" in text:
+        text = _JS_LINE_COMMENT.sub("", text)
     found: list[str] = []
     for m in _JS_IMPORT.finditer(text):
         spec = m.group(2) or m.group(4) or m.group(6)
