@@ -387,3 +387,50 @@ def test_speed_on_a_large_synthetic_repository() -> None:
     seconds = time.perf_counter() - started
     assert arch.modules == 5050 and len(arch.components) == 50
     assert seconds < 10, seconds  # ~1 s on a quiet core; generous for a loaded CI machine
+
+
+async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() -> None:
+    from deeprepo.orchestrator.episode import Episode, EpisodeConfig
+    from deeprepo.providers.base import ChatRequest, Completion, Usage
+    from deeprepo.providers.budget import Budget
+    from deeprepo.providers.dispatch import SubDispatcher
+    from deeprepo.providers.ledger import Ledger
+    from deeprepo.providers.metered import MeteredModel
+    from deeprepo.providers.prices import PriceTable
+    from deeprepo.sandbox import SandboxConfig
+    from deeprepo.workers import make_worker
+
+    seen: list[ChatRequest] = []
+
+    class Root:
+        name = "test/root"
+
+        async def complete(self, request: ChatRequest) -> Completion:
+            seen.append(request)
+            cell = (
+                "e = metadata['architecture']['edges'][0]\n"
+                "print(e['source'], e['target'], e['imports'])\n"
+                "set_answer('done')"
+            )
+            return Completion(f"```python\n{cell}\n```", Usage(10, 10), model=self.name)
+
+        async def aclose(self) -> None:
+            return None
+
+    codebase = load_codebase(EXAMPLE)
+    ledger, prices = Ledger(), PriceTable.load()
+    budget = Budget(ledger=ledger)
+    episode = Episode(
+        codebase,
+        root=MeteredModel(Root(), "root", ledger, prices, budget=budget, concurrency=1),
+        dispatcher=SubDispatcher(
+            MeteredModel(make_worker("static"), "sub", ledger, prices, budget=budget)
+        ),
+        ledger=ledger,
+        config=EpisodeConfig(max_turns=2),
+        sandbox=SandboxConfig(cell_timeout_s=20),
+    )
+    result = await episode.run()
+    first = seen[0].messages[0].content
+    assert "architecture (from imports" in first and "routes→models (3)" in first
+    assert result.turns[0].output.strip().splitlines()[0] == "routes auth 3"
