@@ -434,3 +434,18 @@ async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() 
     first = seen[0].messages[0].content
     assert "architecture (from imports" in first and "routes→models (3)" in first
     assert result.turns[0].output.strip().splitlines()[0] == "routes auth 3"
+
+
+def test_external_names_are_package_names() -> None:
+    files = {
+        "src/a.ts": (
+            "import x from 'left-pad'\nimport './data.json'\nconst m = import('' + name)\n"
+            "import cfg from 'settings.json'\nimport h from 'highlight.js'\n" + PAD
+        ),
+        "src/b.py": "import StringIO\nimport __main__\nimport urllib2\nimport attr\n" + PAD,
+        "tests/fixtures_app/helper.py": "",
+        "tests/test_b.py": "import helper\nimport hypothesis\n",
+    }
+    arch = _analyze(files)
+    assert {d.name for d in arch.external} == {"left-pad", "highlight.js", "attr"}
+    assert [d.name for d in arch.test_only_external] == ["hypothesis"]  # not the fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import time
 import weakref
 from collections import Counter, defaultdict
@@ -170,6 +171,14 @@ def analyze_architecture(
         if e in source
     ]
 
+    # Tests put fixture folders on sys.path and import their modules by bare name.
+    local_names = {
+        posixpath.basename(posixpath.dirname(p)) if p.endswith("__init__.py") else p[:-3]
+        for p, lang in langs.items()
+        if lang == "Python"
+    }
+    local_names = {posixpath.basename(n) for n in local_names}
+
     def deps_list(
         table: Mapping[tuple[str, str], set[str]], skip: set[str]
     ) -> list[ExternalDependency]:
@@ -201,7 +210,7 @@ def analyze_architecture(
         fan_in=fan_in,
         entry_points=entries,
         external=ext,
-        test_only_external=deps_list(test_external, {d.name for d in ext}),
+        test_only_external=deps_list(test_external, {d.name for d in ext} | local_names),
         unresolved=unresolved,
         seconds=time.perf_counter() - started,
         notes=notes,

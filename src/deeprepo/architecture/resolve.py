@@ -32,7 +32,53 @@ JS_EXTENSIONS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", "
 # Tried, in this order, after a specifier written without its extension.
 _JS_TRY = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".vue", ".svelte", ".json")
 _JS_TO_TS = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",)}
-_PY_STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
+# Python 2's standard library too: old code (and `try: import StringIO`) still imports it.
+_PY_STDLIB = frozenset(sys.stdlib_module_names) | frozenset(
+    [
+        "__future__",
+        "__main__",
+        "__builtin__",
+        "StringIO",
+        "cStringIO",
+        "ConfigParser",
+        "Queue",
+        "SocketServer",
+        "BaseHTTPServer",
+        "SimpleHTTPServer",
+        "CGIHTTPServer",
+        "Cookie",
+        "cookielib",
+        "HTMLParser",
+        "httplib",
+        "htmlentitydefs",
+        "urllib2",
+        "urlparse",
+        "robotparser",
+        "xmlrpclib",
+        "cPickle",
+        "copy_reg",
+        "commands",
+        "thread",
+        "dummy_thread",
+        "UserDict",
+        "UserList",
+        "UserString",
+        "Tkinter",
+        "tkMessageBox",
+        "anydbm",
+        "dbhash",
+        "whichdb",
+        "md5",
+        "sha",
+        "sets",
+        "exceptions",
+        "new",
+        "_winreg",
+    ]
+)
+# What an npm package name can be (a specifier built at run time or a stray string is not).
+_NPM_NAME = re.compile(r"^(?:@[a-z0-9][\w.~-]*/)?[a-z0-9_][\w.~-]*$", re.IGNORECASE)
+_ASSET = re.compile(r"\.(?:json|css|scss|sass|less|svg|png|jpe?g|gif|html?|wasm|txt|md)$")
 _NODE_BUILTINS = frozenset(
     [
         "assert",
@@ -295,7 +341,7 @@ class JsResolver:
             if hit:
                 return hit, None
             return None, None  # the repository's own package, built elsewhere
-        if name in _NODE_BUILTINS or name.split("/")[0] in _NODE_BUILTINS:
+        if name in _NODE_BUILTINS or not _NPM_NAME.match(name) or _ASSET.search(name):
             return None, None
         return None, name
 
