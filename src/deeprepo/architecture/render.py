@@ -16,8 +16,8 @@ MAX_EDGES = 40
 MAX_LISTED = 30
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}" + ("" if count == 1 else "s")
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    return f"{count:,} " + (word if count == 1 else plural or word + "s")
 
 
 def _cycle_members(arch: Architecture) -> set[str]:
@@ -77,8 +77,14 @@ def architecture_markdown(arch: Architecture) -> list[str]:
         f"From the imports of {_n(arch.modules, 'source module')} ({langs}); no code was run. "
         f"{_n(len(arch.components), 'component')}; {arch.internal_imports:,} imports between "
         f"modules, {between:,} of them between components; "
-        f"{_n(len(arch.component_cycles), 'cycle')} between components; "
-        f"{_n(len(arch.external), 'external dependency')}.".replace("dependencys", "dependencies"),
+        + (
+            f"{_n(len(arch.component_cycles), 'group')} of components in an import cycle "
+            f"({len(_cycle_members(arch))} components); "
+            if arch.component_cycles
+            else "no import cycle between components; "
+        )
+        + _n(len(arch.external), "external dependency", "external dependencies")
+        + ".",
         "",
     ]
     if arch.edges:
@@ -138,8 +144,10 @@ def architecture_markdown(arch: Architecture) -> list[str]:
         shown = ", ".join(f"`{m}` ({n})" for m, n in arch.fan_in[:10])
         out += [f"**Most depended-on modules** (source modules importing each): {shown}", ""]
     if arch.entry_points:
-        out += ["**Entry points**:", ""]
-        for ep in arch.entry_points[:20]:
+        out += ["**Entry points** (those no test imports first):", ""]
+        # Those no test reaches first: they are what a reader looks for here.
+        ordered = sorted(arch.entry_points, key=lambda e: (e.reached, e.tests > 0, e.path))
+        for ep in ordered[:20]:
             if ep.tests:
                 status = f"imported by {_n(ep.tests, 'test file')}"
             elif ep.reached:
