@@ -86,7 +86,7 @@ def analyze_architecture(
                 if package:
                     needs.add((package, "python"))
                 elif imp.level and not found:
-                    unresolved += 1
+                    unresolved += kind == "source"
         else:
             assert js is not None
             for spec in js_imports(files[path]):
@@ -98,7 +98,7 @@ def analyze_architecture(
                 elif spec.startswith(".") and (
                     _language(spec) is not None or "." not in spec.rsplit("/", 1)[-1]
                 ):
-                    unresolved += 1  # a module that is not there (assets and data are not counted)
+                    unresolved += kind == "source"  # a module that is not there (not an asset)
         targets.discard(path)
         if kind == "source":
             deps[path] = {t for t in targets if t in source}

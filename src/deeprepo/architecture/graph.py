@@ -81,7 +81,7 @@ class Architecture:
     entry_points: list[EntryPoint]
     external: list[ExternalDependency]  # imported by source files, most used first
     test_only_external: list[ExternalDependency]  # imported by tests or examples only
-    unresolved: int  # relative imports that name no file of the repository
+    unresolved: int  # relative imports in source files that name no file of the repository
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
