@@ -43,7 +43,8 @@ def mermaid(arch: Architecture) -> tuple[list[str], str]:
         body.append(f'  {ids[name]}["{label}<br/>{lines.get(name, 0):,} lines"]')
     for e in edges:
         body.append(f"  {ids[e.source]} -->|{e.imports}| {ids[e.target]}")
-    in_cycle = [ids[c] for c in nodes if c in _cycle_members(arch)]
+    cyclic = _cycle_members(arch)
+    in_cycle = [ids[c] for c in nodes if c in cyclic]
     if in_cycle:
         body.append("  classDef cycle stroke:#d33,stroke-width:2px")
         body.append(f"  class {','.join(in_cycle)} cycle")
