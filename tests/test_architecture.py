@@ -449,3 +449,22 @@ def test_external_names_are_package_names() -> None:
     arch = _analyze(files)
     assert {d.name for d in arch.external} == {"left-pad", "highlight.js", "attr"}
     assert [d.name for d in arch.test_only_external] == ["hypothesis"]  # not the fixture
+
+
+def test_base_url_at_the_root_and_files_that_are_no_modules() -> None:
+    files = {
+        "tsconfig.json": '{"compilerOptions": {"baseUrl": "."}}',
+        "types/index.d.ts": "export type T = string\n",
+        "lib/util.ts": "export const u = 1\n" + PAD,
+        "app/page.tsx": (
+            "import { T } from 'types'\nimport { u } from 'lib/util'\n"
+            "import data from './data.json'\nimport './page.css'\nimport React from 'react'\n"
+        )
+        + PAD,
+        "app/data.json": "{}",
+        "app/page.css": "a {}",
+    }
+    arch = _analyze(files)
+    assert _edges(arch) == {("app", "lib"): 1}
+    assert [d.name for d in arch.external] == ["react"]  # `types` is the repository's own
+    assert arch.unresolved == 0

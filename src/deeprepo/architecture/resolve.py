@@ -241,8 +241,9 @@ class JsResolver:
 
     def __init__(self, files: Mapping[str, str]) -> None:
         self.files = files
-        # (config dir, base dir, [(alias prefix, alias suffix, [target patterns])]), deepest first
-        self.aliases: list[tuple[str, str, list[tuple[str, str, list[str]]]]] = []
+        # (config folder, baseUrl folder or None, [(alias prefix, suffix, [targets])]), deepest
+        # folder first
+        self.aliases: list[tuple[str, str | None, list[tuple[str, str, list[str]]]]] = []
         self.workspaces: dict[str, tuple[str, list[str]]] = {}  # name -> (dir, entry fields)
         self.mains: dict[str, list[str]] = {}  # folder -> its package.json entry fields
         for path, text in files.items():
@@ -289,7 +290,7 @@ class JsResolver:
                     (prefix, suffix if star else "\0", [t for t in targets if isinstance(t, str)])
                 )
         if base is not None or rules:
-            self.aliases.append((here, "" if base in (None, ".") else base, rules))
+            self.aliases.append((here, "" if base == "." else base, rules))
 
     def resolve(self, importer: str, spec: str) -> tuple[str | None, str | None]:
         """``(file, None)`` for a file of the repository, ``(None, package)`` for an external
@@ -317,10 +318,11 @@ class JsResolver:
                     star = spec[len(prefix) : len(spec) - len(suffix)] if matched else ""
                 if matched:
                     for target in targets:
-                        hit = self._file(posixpath.join(base or here, target.replace("*", star)))
+                        folder = here if base is None else base  # paths are relative to baseUrl
+                        hit = self._file(posixpath.join(folder, target.replace("*", star)))
                         if hit:
                             return hit, None
-            if base:
+            if base is not None:
                 hit = self._file(posixpath.join(base, spec))
                 if hit:
                     return hit, None
@@ -353,8 +355,10 @@ class JsResolver:
         if target == ".":
             target = ""
         files = self.files
+        # A file that is no module (a stylesheet, JSON, a .d.ts) is still the repository's:
+        # returned, it is neither an external package nor a node of the graph.
         ext = posixpath.splitext(target)[1]
-        if ext in JS_EXTENSIONS and target in files:
+        if target in files:
             return target
         for alt in _JS_TO_TS.get(ext, ()):
             candidate = target[: -len(ext)] + alt
@@ -362,14 +366,17 @@ class JsResolver:
                 return candidate
         for suffix in _JS_TRY:
             if target + suffix in files:
-                return target + suffix if suffix != ".json" else None
+                return target + suffix
         for entry in self.mains.get(target, ()) if depth < 3 else ():  # a package.json's folder
             inner = posixpath.normpath(posixpath.join(target, entry))
             hit = self._file(inner, depth + 1) if inner not in (target, ".") else None
             if hit:
                 return hit
         index = f"{target}/index" if target else "index"
-        for suffix in _JS_TRY[:-1]:
+        for suffix in _JS_TRY:
             if index + suffix in files:
                 return index + suffix
+        for declared in (target + ".d.ts", index + ".d.ts"):
+            if declared in files:
+                return declared
         return None
