@@ -212,6 +212,7 @@ def analyze_architecture(
         external=ext,
         test_only_external=deps_list(test_external, {d.name for d in ext} | local_names),
         unresolved=unresolved,
+        test_files=sum(1 for p in langs if scope[p] == "test"),
         seconds=time.perf_counter() - started,
         notes=notes,
     )

@@ -82,6 +82,7 @@ class Architecture:
     external: list[ExternalDependency]  # imported by source files, most used first
     test_only_external: list[ExternalDependency]  # imported by tests or examples only
     unresolved: int  # relative imports in source files that name no file of the repository
+    test_files: int = 0  # test files of an analysed language (importers only)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -111,6 +112,7 @@ class Architecture:
             "languages": self.languages,
             "internal_imports": self.internal_imports,
             "unresolved_relative_imports": self.unresolved,
+            "test_files": self.test_files,
         }
         out.update(
             {

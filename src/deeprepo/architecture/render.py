@@ -102,6 +102,7 @@ def architecture_markdown(arch: Architecture) -> list[str]:
         "**Components** (largest first; → imports from, ← imported by; counts are imports):",
         "",
     ]
+    any_tested = any(c.tested for c in arch.components)
     for c in arch.components[:MAX_LISTED]:
         parts = [f"- **{c.name}** (`{c.path}`, {_n(c.files, 'file')}, {c.lines:,} lines)"]
         if c.name in outgoing:
@@ -109,8 +110,8 @@ def architecture_markdown(arch: Architecture) -> list[str]:
         if c.name in incoming:
             parts.append("← " + _edge_text(incoming[c.name][:8], "source"))
         if not c.tested:
-            parts.append("· no test reaches it")
-        out.append(" ".join(parts))
+            parts.append("· no test reaches it" if any_tested else "")
+        out.append(" ".join(parts).rstrip())
     if len(arch.components) > MAX_LISTED:
         out.append(f"- … and {len(arch.components) - MAX_LISTED} smaller components (metrics.json)")
     out.append("")
@@ -162,7 +163,13 @@ def architecture_markdown(arch: Architecture) -> list[str]:
             out.append(f"- … and {len(arch.entry_points) - 20} more (metrics.json)")
         out.append("")
     untested = arch.untested_components
-    if untested:
+    if not any_tested:
+        out += [
+            f"**Tests**: no test imports a source module ({_n(arch.test_files, 'test file')} "
+            "of these languages found).",
+            "",
+        ]
+    elif untested:
         out += [
             f"**Components no test reaches** (no test imports them, directly or through other "
             f"modules): {', '.join(untested[:30])}" + (" …" if len(untested) > 30 else ""),
@@ -203,8 +210,8 @@ def architecture_summary(arch: Architecture, max_chars: int = 1500) -> str:
     edges = [f"{e.source}→{e.target} ({e.imports})" for e in arch.edges]
     lines = [
         f"- architecture (from imports; all of it in metadata['architecture']): "
-        f"{_n(arch.modules, 'source module')} in {_n(len(arch.components), 'component')}: {clip(comps, 300)}",
-        f"- component imports, heaviest first: {clip(edges, 350)}",
+        f"{_n(arch.modules, 'source module')} in {_n(len(arch.components), 'component')}: {clip(comps, 250)}",
+        f"- component imports, heaviest first: {clip(edges, 300)}",
     ]
     if arch.component_cycles:
         lines.append(
@@ -214,9 +221,14 @@ def architecture_summary(arch: Architecture, max_chars: int = 1500) -> str:
         lines.append(
             "- most imported modules: " + clip([f"{m} ({n})" for m, n in arch.fan_in], 200)
         )
-    untested = [e.path for e in arch.untested_entry_points]
-    if untested:
-        lines.append("- entry points no test imports: " + clip(untested, 150))
+    if not any(c.tested for c in arch.components):
+        lines.append(f"- tests: none imports a source module ({_n(arch.test_files, 'test file')})")
+    else:
+        untested = [e.path for e in arch.untested_entry_points]
+        if untested:
+            lines.append("- entry points no test imports: " + clip(untested, 140))
+        if arch.untested_components:
+            lines.append("- components no test reaches: " + clip(arch.untested_components, 120))
     if arch.external:
         lines.append("- external dependencies: " + clip([d.name for d in arch.external], 200))
     text = "\n".join(lines)
