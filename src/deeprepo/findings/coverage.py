@@ -31,6 +31,9 @@ _NUMBER_PREFIXES_RE = re.compile(r"\n *\d+ \| ?")
 _ANY_PREFIX = r"[ \t>]*(?:\[?(?:[Ll](?:ine)? ?)?\d{1,7}\]?(?:[ \t]*[|:.)\]][ \t]?|\t| +))?"
 _ANY_PREFIXES_RE = re.compile(r"\n" + _ANY_PREFIX)
 _ANY_PREFIX_RE = re.compile(_ANY_PREFIX)
+# Lines whose text as written differs from their prefix-stripped text: only these need
+# adding both ways (a code line that starts with a number, a quote mark or a bracket).
+_PREFIX_LIKE_RE = re.compile(r"\n[ \t]*((?:[>\[\d]|[Ll](?:ine)? ?\d)[^\n]*)")
 # A prompt carrying a file as one JSON-escaped string holds many of these.
 _ESCAPED_NEWLINES = 3
 
@@ -59,8 +62,8 @@ def prompt_lines(prompts: Iterable[str]) -> set[str]:
 
 
 def _add_lines(out: set[str], text: str) -> None:
-    out.update(map(str.strip, text.splitlines()))
     out.update(map(str.strip, _ANY_PREFIXES_RE.sub("\n", "\n" + text).splitlines()))
+    out.update(map(str.strip, _PREFIX_LIKE_RE.findall("\n" + text)))
 
 
 def unescape(text: str) -> str:

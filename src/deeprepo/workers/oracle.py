@@ -77,7 +77,10 @@ _DECOY_SHARE = 0.5  # share of false findings placed on a decoy when one is show
 _AMBIGUOUS = 8  # a line found at more places than this is boilerplate: no anchor
 _NEIGHBOUR_SPAN = 6  # how far (in file lines) a bug's neighbour may be
 _SLACK = 3  # extra prompt lines allowed between a line and its neighbour
-_HINT_WEIGHT = 6.0  # a risky-looking line is this much likelier to draw a false finding
+# How much likelier a false finding of a class lands on a line whose API suggests that
+# class, or another risky class, than on a plain line.
+_HINT_WEIGHT = 20.0
+_OTHER_HINT_WEIGHT = 5.0
 
 _AUDIT_RE = re.compile(
     r"\b(audit\w*|vulnerab\w*|secur\w*|bugs?|review\w*|flaws?|cwe|inject\w*|exploit\w*|"
@@ -207,6 +210,7 @@ class OracleWorker:
         self._kinds: dict[str, list[str]] = defaultdict(list)
         self._cwes: dict[str, list[str]] = defaultdict(list)
         self._bug_families: list[str] = []
+        self._spans = [e.end_line - e.start_line for e in entries]
         for e in entries:
             fam = self._family(e)
             if e.kind:
@@ -396,21 +400,24 @@ class OracleWorker:
         if decoys and rng.random() < _DECOY_SHARE:
             d, n = rng.choice(decoys)
             return self._render(view, self._family(d), d.start_line, d.end_line, n, rng)
-        # A shown line far from every true bug, so the finding is surely false; lines that
-        # use a risky-looking API draw more of them, as they draw an LLM's attention.
+        # The class is drawn as the task's bugs are (so a class says nothing about truth),
+        # the line among shown lines far from every true bug (so the finding is surely
+        # false), preferring lines whose API suggests that class, as an LLM's eye would,
+        # and the range as long as the task's ranges are.
+        fam = rng.choice(self._bug_families or list(FALLBACK_FAMILIES))
+        span = rng.choice(self._spans) if self._spans else 0
         far = [
             n
             for n, t in sorted(view.text.items())
-            if len(t) >= MIN_LINE_LENGTH and all(_gap(n, b) > DEFAULT_TOLERANCE for b in bugs)
+            if len(t) >= MIN_LINE_LENGTH
+            and all(_gap(n, b) > DEFAULT_TOLERANCE + span for b in bugs)
         ]
         if not far:
             return None
-        weights = [_HINT_WEIGHT if family_hint(view.text[n]) else 1.0 for n in far]
+        hints = [family_hint(view.text[n]) for n in far]
+        weights = [_HINT_WEIGHT if h == fam else _OTHER_HINT_WEIGHT if h else 1.0 for h in hints]
         line = rng.choices(far, weights)[0]
-        fam = family_hint(view.text[line]) or rng.choice(
-            self._bug_families or list(FALLBACK_FAMILIES)
-        )
-        return self._render(view, fam, line, line, line, rng)
+        return self._render(view, fam, line, line + span, line, rng)
 
 
 def _gap(line: int, e: GroundTruthEntry) -> int:

@@ -296,7 +296,7 @@ def family_hint(line: str) -> str | None:
 
 def _quote(code: str) -> str:
     code = " ".join(code.split())
-    return code if len(code) <= 60 else code[:57] + "..."
+    return code if len(code) <= 40 else code[:37] + "..."
 
 
 def render_finding(
