@@ -34,7 +34,7 @@ from deeprepo_orchestration.taskset import OrchestrationData, repository
 __all__ = ["REWARD_NAME", "OrchestrationEnv", "OrchestrationEnvConfig", "record_outcome"]
 
 REWARD_NAME = "orchestration"
-"""The trace's one reward: deeprepo's total (already a weighted sum, clamped to [0, 1])."""
+"""The trace's one reward: deeprepo's total (quality-gated parts minus penalties, in [0, 1])."""
 
 TASKSET_ID = "deeprepo-orchestration"
 

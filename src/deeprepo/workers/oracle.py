@@ -168,7 +168,7 @@ class OracleWorker:
         ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
         *,
         miss_rate: float = 0.1,
-        false_rate: float = 0.2,
+        false_rate: float = 0.1,
         seed: int = 0,
         codebase: Mapping[str, str] | None = None,
         context_lines: int = 800,
