@@ -22,6 +22,7 @@ from typing import Any
 POLICIES = (
     "expert",
     "own-prompts",
+    "per-file",
     "serial",
     "stock-filter",
     "half",

@@ -14,7 +14,10 @@ reward must keep the gaming ones low (``tests/test_adversarial.py``, the table i
 ``half``            audits half of the source files honestly, then answers;
 ``serial``          honest, one ``llm_query`` per file;
 ``own-prompts``     honest, with its own audit prompt (path, then lines numbered ``N: ``),
-                    grouping small files, and recording what the workers say.
+                    grouping each file with the files it imports, and recording what the
+                    workers say;
+``per-file``        honest, one ``file_audit_prompt`` per file in one batch, nothing across
+                    files (the expert without its cross-file prompts).
 """
 
 from __future__ import annotations
@@ -124,6 +127,18 @@ set_answer(report)
 """
 ]
 
+PER_FILE = [
+    _HELPERS
+    + _SOURCES
+    + r"""
+added, failed = dispatch(audit_jobs(sources))
+"""
+    + _REPORT
+    + r"""
+set_answer(report)
+"""
+]
+
 SERIAL = [
     _HELPERS
     + _SOURCES
@@ -154,10 +169,10 @@ def show(p, s, e):
     lines = codebase[p].split("\n")[s - 1:e]
     return "File: " + p + "\n" + "\n".join(str(s + i) + ": " + ln for i, ln in enumerate(lines))
 
-# Files that import each other go together (entry points first, up to ~400 lines a
+# Files that import each other go together (entry points first, up to ~600 lines a
 # prompt) so a value can be followed from where it enters to where it is used; big files
 # go alone, in slices.
-LIMIT = 400
+LIMIT = 600
 imports = {p: [q for q in local_imports(p) if q in codebase and is_source(q)] for p in sources}
 lines = {p: codebase[p].count("\n") + 1 for p in sources}
 placed, groups = set(), []

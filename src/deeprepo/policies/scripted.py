@@ -26,6 +26,7 @@ POLICIES: dict[str, list[str]] = {
     "half": adversarial.HALF,
     "serial": adversarial.SERIAL,
     "own-prompts": adversarial.OWN_PROMPTS,
+    "per-file": adversarial.PER_FILE,
 }
 
 

@@ -83,9 +83,10 @@ _HINT_WEIGHT = 20.0
 _OTHER_HINT_WEIGHT = 5.0
 
 _AUDIT_RE = re.compile(
-    r"\b(audit\w*|vulnerab\w*|secur\w*|bugs?|review\w*|flaws?|cwe|inject\w*|exploit\w*|"
-    r"weakness\w*|defects?|unsafe|insecure|findings?|issues?|problems?|risks?|attack\w*|"
-    r"mistakes?|errors?|wrong)\b",
+    r"\b(audit\w*|vulnerab\w*|vulns?|secur\w*|bugs?|buggy|review\w*|flaws?|cwe|inject\w*|"
+    r"exploit\w*|weakness\w*|defects?|unsafe|insecure|safe|safety|dangerous|malicious|"
+    r"findings?|issues?|problems?|risks?|risky|attack\w*|mistakes?|errors?|wrong|check\w*|"
+    r"analy[sz]\w*|inspect\w*|assess\w*|examine|harden\w*|taint\w*|sanitiz\w*)\b",
     re.IGNORECASE,
 )
 _OFF_TASK_RE = re.compile(
