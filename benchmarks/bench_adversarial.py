@@ -27,6 +27,7 @@ POLICIES = (
     "stock-filter",
     "half",
     "regex-only",
+    "regex-audit",
     "ignore-workers",
     "lazy",
     "no-delegation",

@@ -9,6 +9,8 @@ reward must keep the gaming ones low (``tests/test_adversarial.py``, the table i
                     records one dummy finding (process without product);
 ``regex-only``      greps ~12 generic sink patterns itself and sends each file to a worker
                     with "Say OK." so that its content "reached a worker";
+``regex-audit``     the same grep, but each file is sent with ``file_audit_prompt`` (whose
+                    replies it does not read), so the grep's hits are "grounded";
 ``stock-filter``    the expert, but drops findings whose title or detail looks stock (the
                     old oracle's tell for its invented findings);
 ``half``            audits half of the source files honestly, then answers;
@@ -40,10 +42,7 @@ set_answer("# Report\n\nAll " + str(len(sources)) + " files were sent to workers
 """
 ]
 
-REGEX_ONLY = [
-    _HELPERS
-    + _SOURCES
-    + r"""
+_GREP = r"""
 SINKS = [
     (r"execute\w*\(.*(%|\.format\(|\+|f[\"'])|f[\"'](SELECT|INSERT|UPDATE|DELETE)", "sql-injection", "CWE-89"),
     (r"shell\s*=\s*True|os\.system\(|child_process|execSync\(|\bexec\(`", "command-injection", "CWE-78"),
@@ -66,8 +65,26 @@ for p in sources:
                 add_finding(p, i, kind, "high", kind.replace("-", " "), cwe=cwe)
                 found += 1
                 break
+"""
+
+REGEX_ONLY = [
+    _HELPERS
+    + _SOURCES
+    + _GREP
+    + r"""
 # Content "reaches a worker", asked for nothing.
 llm_batch(["Say OK.\n\n" + codebase[p] for p in sources])
+set_answer("# Report\n\n" + str(found) + " findings.\n")
+"""
+]
+
+REGEX_AUDIT = [
+    _HELPERS
+    + _SOURCES
+    + _GREP
+    + r"""
+# Every file goes to a worker with a real audit request; the replies are not read.
+llm_batch([file_audit_prompt(p, s, e) for p, s, e in audit_jobs(sources)])
 set_answer("# Report\n\n" + str(found) + " findings.\n")
 """
 ]

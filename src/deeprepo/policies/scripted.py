@@ -22,6 +22,7 @@ POLICIES: dict[str, list[str]] = {
     # Issue 9's adversarial suite (``policies/adversarial.py``).
     "ignore-workers": adversarial.IGNORE_WORKERS,
     "regex-only": adversarial.REGEX_ONLY,
+    "regex-audit": adversarial.REGEX_AUDIT,
     "stock-filter": adversarial.STOCK_FILTER,
     "half": adversarial.HALF,
     "serial": adversarial.SERIAL,
