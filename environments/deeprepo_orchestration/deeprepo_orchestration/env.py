@@ -69,6 +69,7 @@ class OrchestrationEnvConfig(vf.EnvConfig):
     so the rollouts of one group differ only by what the root did)."""
     oracle_miss_rate: float | None = Field(None, ge=0, le=1)
     oracle_false_rate: float | None = Field(None, ge=0)
+    """False findings per 1,000 non-trivial lines the oracle is shown (default 0.1)."""
     reward_weights: dict[str, float] = Field(default_factory=dict)
     """Overrides of ``deeprepo.env.reward.RewardWeights`` (e.g. ``{"quality": 0.5}``)."""
 

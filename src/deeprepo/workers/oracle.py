@@ -8,8 +8,8 @@ worker does, so a root cannot game it with something an LLM would not answer:
   (``findings.coverage``): bare, fenced, quoted, numbered in any common style, with or
   without a path header. A path without content shows nothing.
 * **It reports what it can locate.** A true bug is reported only when one of its lines
-  is in the prompt *in order with its neighbours* (the line before or after it in the file
-  sits just before or after it in the prompt): shuffled lines show nothing. A cross-file
+  is in the prompt *in order with its neighbours* (the lines around it in the file sit on
+  the same side of it in the prompt, close by): shuffled lines show nothing. A cross-file
   bug (``related`` in the ground truth) is reported only when its source line reached the
   same prompt too.
 * **It follows the instruction.** A prompt whose instruction is not about auditing
@@ -128,8 +128,10 @@ class _Shown:
         return sum(1 for n, t in self.text.items() if len(t) >= MIN_LINE_LENGTH)
 
     def located(self, lo: int, hi: int) -> int | None:
-        """A line in ``[lo, hi]`` shown in order with a neighbour (the nearest non-trivial
-        file line before or after it sits just before or after it in the prompt)."""
+        """A non-trivial line in ``[lo, hi]`` shown in order with its neighbours: of the
+        (up to two) non-trivial file lines on each side of it, at least one is shown, and
+        every one shown sits on its side of it in the prompt, close by. Shuffled lines fail
+        this; a slice that cuts next to the line passes on the side it keeps."""
         nt = self.nontrivial
         for n in range(lo, hi + 1):
             if n not in self.at or len(self.text[n]) < MIN_LINE_LENGTH:
