@@ -89,3 +89,17 @@ def test_auditing_half_the_files_costs(means: dict[str, float]) -> None:
 
 def test_weak_policies_stay_low(means: dict[str, float]) -> None:
     assert means["lazy"] <= 0.30 and means["no-delegation"] <= 0.30, means
+
+
+async def test_a_rollout_records_the_worker_replies_for_grounding() -> None:
+    (task,) = generate_tasks_in_memory(TaskSpec("small", seed=41, lang="python"), 1)
+    out = await run_rollout(
+        task,
+        root=make_policy("expert"),
+        episode_config=EpisodeConfig(max_turns=20),
+        sandbox_config=SandboxConfig(mode="process"),
+    )
+    details = out.reward.details
+    assert details["replies_recorded"] == out.result.sub_calls > 0
+    assert out.reward.parts["grounding_reward"] == 1.0  # every true positive came from a worker
+    assert details["grounded_tp"] == details["tp"]
