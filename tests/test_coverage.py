@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -11,6 +12,8 @@ from deeprepo.findings.coverage import (
     CoverageIndex,
     coverable_files,
     covered_files,
+    line_number_prefix,
+    line_variants,
     prompt_lines,
     shown_line_numbers,
     strip_numbering,
@@ -60,12 +63,45 @@ def test_file_split_across_prompts() -> None:
     first = file_audit_prompt("app/a.py", "\n".join(lines[:20]))
     second = file_audit_prompt("app/a.py", "\n".join(lines[20:]), start_line=21)
     assert covered_files(CODEBASE, [first, second]) == {"app/a.py"}
-    # 19 of 40 lines is under half ...
-    part = file_audit_prompt("app/a.py", "\n".join(lines[:19]))
+    # Half a file is not "read": 90% of its non-trivial lines are (36 of 40).
+    assert covered_files(CODEBASE, [first]) == set()
+    part = file_audit_prompt("app/a.py", "\n".join(lines[:35]))
     assert covered_files(CODEBASE, [part]) == set()
-    # ... and 20 of 40 is exactly half.
-    assert covered_files(CODEBASE, [first]) == {"app/a.py"}
-    assert covered_files(CODEBASE, [part], min_fraction=0.4) == {"app/a.py"}
+    most = file_audit_prompt("app/a.py", "\n".join(lines[:36]))
+    assert covered_files(CODEBASE, [most]) == {"app/a.py"}
+    assert covered_files(CODEBASE, [first], min_fraction=0.5) == {"app/a.py"}
+
+
+def _styles(text: str) -> dict[str, str]:
+    lines = text.split("\n")
+    return {
+        "audit prompt": file_audit_prompt("app/a.py", text),
+        "N | ": number_lines(text, start=500),
+        "N: ": "\n".join(f"{i}: {ln}" for i, ln in enumerate(lines, 1)),
+        "N<tab>": "\n".join(f"{i}\t{ln}" for i, ln in enumerate(lines, 1)),
+        "LN ": "\n".join(f"L{i} {ln}" for i, ln in enumerate(lines, 1)),
+        "  N  ": "\n".join(f"  {i}  {ln}" for i, ln in enumerate(lines, 1)),
+        "[N] ": "\n".join(f"[{i}] {ln}" for i, ln in enumerate(lines, 1)),
+        "N. ": "\n".join(f"{i}. {ln}" for i, ln in enumerate(lines, 1)),
+        "line N: ": "\n".join(f"line {i}: {ln}" for i, ln in enumerate(lines, 1)),
+        "fenced": "### app/a.py\n```python\n" + text + "\n```",
+        "quoted": "\n".join("> " + ln for ln in lines),
+        "json string": json.dumps({"file": "app/a.py", "text": text}),
+        "no header": "Say OK.\n" + text,
+    }
+
+
+@pytest.mark.parametrize("style", list(_styles("x")))
+def test_content_counts_in_any_common_shape(style: str) -> None:
+    assert covered_files(CODEBASE, [_styles(CODEBASE["app/a.py"])[style]]) == {"app/a.py"}
+
+
+def test_a_line_that_starts_with_a_number_is_kept() -> None:
+    codebase = {"t.py": "\n".join(f"{1000 + i} if flag_{i} else fallback_{i}" for i in range(20))}
+    assert covered_files(codebase, [codebase["t.py"]]) == {"t.py"}
+    assert line_variants("  12: x = compute(y)") == ("12: x = compute(y)", "x = compute(y)")
+    assert line_number_prefix("  12: x = compute(y)") == 12
+    assert line_number_prefix("x = 12") is None
 
 
 def test_numbered_lines_are_stripped() -> None:

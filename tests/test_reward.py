@@ -4,6 +4,7 @@ the scripted policies with the oracle worker on generated medium tasks."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ from deeprepo.env.reward import (
     compute_reward,
     dispatch_stats,
     part_metric,
+    reply_items,
     source_files,
 )
 from deeprepo.errors import ConfigError
@@ -132,6 +134,7 @@ def test_every_part_is_reported_under_its_metric_name() -> None:
     reward = compute_reward(run(audit(SOURCES)), GT, FILES)
     assert set(reward.parts) == {
         "quality_reward",
+        "grounding_reward",
         "coverage_reward",
         "delegation_reward",
         "efficiency_reward",
@@ -213,8 +216,9 @@ def test_efficiency_is_scaled_by_coverage_so_quitting_early_is_not_efficient() -
 def test_finalising_before_coverage_is_penalised_by_the_shortfall() -> None:
     reward = compute_reward(run(audit(["app/a.py"])), GT, FILES)  # coverage 0.25
     assert part(reward, "early_finalize") == pytest.approx((0.8 - 0.25) / 0.8)
+    # Running out of turns instead of submitting does not escape it.
     truncated = compute_reward(run(audit(["app/a.py"]), stop_reason="max_turns"), GT, FILES)
-    assert part(truncated, "early_finalize") == 0.0
+    assert part(truncated, "early_finalize") == pytest.approx((0.8 - 0.25) / 0.8)
     full = compute_reward(run(audit(["app/a.py", "app/b.py", "app/c.py", "app/d.py"])), GT, FILES)
     assert part(full, "early_finalize") == 0.0
 
@@ -223,13 +227,13 @@ def test_total_is_the_weighted_sum_minus_penalties_clamped() -> None:
     result = run(audit(["app/a.py", "app/b.py"]), batch_sizes=[1, 1], findings=TRUE_FINDINGS[:1])
     reward = compute_reward(result, GT, FILES)
     w = RewardWeights()
-    expected = (
-        w.quality * part(reward, "quality")
+    expected = part(reward, "quality") * (
+        w.quality
         + w.coverage * part(reward, "coverage")
         + w.delegation * part(reward, "delegation")
         + w.efficiency * part(reward, "efficiency")
-        - w.early_finalize * part(reward, "early_finalize")
-    )
+    ) - w.early_finalize * part(reward, "early_finalize")
+    assert reward.details["gate"] == part(reward, "quality")  # no replies: grounding 1
     assert reward.total == pytest.approx(max(0.0, expected))
     nothing = compute_reward(run([], findings=[], turns=20), GT, FILES)
     assert nothing.total == 0.0
@@ -246,21 +250,53 @@ def test_naming_paths_without_content_earns_nothing() -> None:
     assert part(gamed, "zero_delegation") == 1.0
     assert part(gamed, "efficiency") == 0.0
     assert gamed.total == 0.0
-    honest = compute_reward(run(audit(SOURCES), findings=[]), GT, FILES)
+    honest = compute_reward(run(audit(SOURCES)), GT, FILES)
     assert honest.total > gamed.total
 
 
-def test_delegating_everything_but_reporting_nothing_scores_below_half() -> None:
+def test_quality_gates_everything_and_junk_is_no_better_than_an_empty_report() -> None:
     silent = compute_reward(run(audit(SOURCES), findings=[]), GT, FILES)
     assert part(silent, "coverage") == 1.0 and part(silent, "delegation") == 1.0
-    assert part(silent, "empty_report") == 1.0
-    assert 0.0 < silent.total < 0.5
+    assert part(silent, "empty_report") == 1.0  # still reported as a metric
+    assert silent.total == 0.0
+    junk = [Finding("app/d.py", 1, 1, "logic-error", "CWE-193", "low", "Review recommended")]
+    ignoring = compute_reward(run(audit(SOURCES), findings=junk), GT, FILES)
+    assert part(ignoring, "quality") == 0.0 and ignoring.total == 0.0
+    assert ignoring.total <= silent.total
     reporting = compute_reward(run(audit(SOURCES)), GT, FILES)
-    assert part(reporting, "empty_report") == 0.0 and reporting.total > silent.total + 0.3
-    # On a task with nothing to find, an empty report is the right answer.
+    assert reporting.total == pytest.approx(1.0)
+    # On a task with nothing to find, an empty report is the right answer and junk is not.
     clean_gt = [e for e in GT if not e.get("vulnerable", True)]
     clean = compute_reward(run(audit(SOURCES), findings=[]), clean_gt, FILES)
-    assert part(clean, "empty_report") == 0.0
+    assert part(clean, "empty_report") == 0.0 and clean.total == pytest.approx(1.0)
+    assert compute_reward(run(audit(SOURCES), findings=junk), clean_gt, FILES).total == 0.0
+    # Half the bugs, precisely: the process parts earn in proportion.
+    half = compute_reward(run(audit(SOURCES), findings=TRUE_FINDINGS[:1]), GT, FILES)
+    assert half.total == pytest.approx(part(half, "quality"))
+
+
+def _reply(path: str, *lines: int, named: bool = True) -> str:
+    items = [{"line": n, "cwe": "CWE-89"} | ({"file": path} if named else {}) for n in lines]
+    return json.dumps({"findings": items})
+
+
+def test_grounding_credits_true_positives_a_worker_reported() -> None:
+    prompts = audit(SOURCES)
+    replies = [
+        (prompts[0], _reply("app/a.py", 5)),
+        (prompts[1], "```json\n" + _reply("app/b.py", 13, named=False) + "\n```"),
+        (prompts[2], '{"findings": []}'),
+        (prompts[3], "Nothing here."),
+    ]
+    reward = compute_reward(run(prompts), GT, FILES, replies=replies)
+    assert part(reward, "quality") == 1.0
+    assert part(reward, "grounding") == pytest.approx(2 / 3)  # c.py's secret came from no worker
+    assert reward.details["gate"] == pytest.approx(1.0 * (0.5 + 0.5 * 2 / 3))
+    # Findings the root wrote itself (a grep) while workers were asked for nothing.
+    alone = compute_reward(run(prompts), GT, FILES, replies=[(p, "OK") for p in prompts])
+    assert part(alone, "grounding") == 0.0 and alone.total == pytest.approx(0.5)
+    assert reply_items("see line 12 and lines 40-42") == [(None, 12), (None, 40)]
+    assert reply_items('[{"file": "./x.py", "line": "7-9"}]') == [("x.py", 7)]
 
 
 def test_dispatching_the_same_file_many_times_is_penalised() -> None:
@@ -273,6 +309,24 @@ def test_dispatching_the_same_file_many_times_is_penalised() -> None:
     reworded = [p.replace("Audit the file", "Please review the file") for p in audit(SOURCES)]
     twice = compute_reward(run(audit(SOURCES) + reworded), GT, FILES)
     assert part(twice, "redundancy") == pytest.approx(0.5)
+
+
+def test_targeted_re_queries_and_new_context_are_not_repeats() -> None:
+    lines = FILES["app/a.py"].split("\n")
+    check = "Is line 5 exploitable? Answer yes or no.\n" + "\n".join(
+        f"{i}: {ln}" for i, ln in enumerate(lines[:12], 1)
+    )
+    verified = dispatch_stats(FILES, [*audit(SOURCES), check])
+    assert verified.redundancy == 0.0 and verified.targeted_prompts == 1
+    # a file shown again beside a file it was not shown with: following data across files
+    pair = file_audit_prompt("app/a.py", FILES["app/a.py"]) + file_audit_prompt(
+        "app/b.py", FILES["app/b.py"]
+    )
+    assert dispatch_stats(FILES, [*audit(SOURCES), pair]).redundancy == 0.0
+    # ... but the same pair again, or one of its files alone again, is blind
+    assert dispatch_stats(FILES, [*audit(SOURCES), pair, pair]).redundancy == pytest.approx(0.25)
+    alone_again = dispatch_stats(FILES, [pair, *audit(["app/a.py"])])
+    assert alone_again.redundancy == pytest.approx(1 / 3)
 
 
 def test_boilerplate_shared_by_files_is_not_a_repeat() -> None:
@@ -313,17 +367,16 @@ def test_weights_load_from_a_dict_and_reject_unknown_keys() -> None:
 
 def test_weights_change_the_total() -> None:
     result = run(audit(["app/a.py", "app/b.py"]), findings=TRUE_FINDINGS[:2])
-    only_coverage = RewardWeights(
-        quality=0, coverage=1, delegation=0, efficiency=0, early_finalize=0
-    )
-    assert compute_reward(result, GT, FILES, only_coverage).total == pytest.approx(0.5)
+    p, r = 1.0, 2 / 3
+    quality = 1.25 * p * r / (0.25 * p + r)
     only_quality = RewardWeights(
         quality=1, coverage=0, delegation=0, efficiency=0, early_finalize=0
     )
-    p, r = 1.0, 2 / 3
-    assert compute_reward(result, GT, FILES, only_quality).total == pytest.approx(
-        1.25 * p * r / (0.25 * p + r)
+    assert compute_reward(result, GT, FILES, only_quality).total == pytest.approx(quality)
+    only_coverage = RewardWeights(
+        quality=0, coverage=1, delegation=0, efficiency=0, early_finalize=0
     )
+    assert compute_reward(result, GT, FILES, only_coverage).total == pytest.approx(0.5 * quality)
 
 
 # ------------------------------------------------------------------------------ calibration
@@ -331,7 +384,7 @@ def test_weights_change_the_total() -> None:
 # One medium task per language (the tasks `--generate medium:seed=11:lang=L` gives first).
 CALIBRATION_LANGS = ("python", "js", "mixed")
 BANDS = {
-    "expert": (0.90, 1.0),
+    "expert": (0.85, 1.0),
     "lazy": (0.0, 0.40),
     "no-delegation": (0.0, 0.30),
     "syntax-errors": (0.0, 0.30),
@@ -343,7 +396,7 @@ def calibration() -> dict[str, list[float]]:
     from deeprepo.env.rollout import run_rollout
     from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
     from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.policies import POLICIES, make_policy
+    from deeprepo.policies import make_policy
     from deeprepo.sandbox.config import SandboxConfig
 
     tasks = [
@@ -353,7 +406,7 @@ def calibration() -> dict[str, list[float]]:
 
     async def go() -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
-        for policy in POLICIES:
+        for policy in ("expert", "lazy", "no-delegation", "over-explorer", "syntax-errors"):
             root = make_policy(policy)
             rollouts = [
                 run_rollout(

@@ -34,7 +34,7 @@ from deeprepo_orchestration.taskset import OrchestrationData, repository
 __all__ = ["REWARD_NAME", "OrchestrationEnv", "OrchestrationEnvConfig", "record_outcome"]
 
 REWARD_NAME = "orchestration"
-"""The trace's one reward: deeprepo's total (already a weighted sum, clamped to [0, 1])."""
+"""The trace's one reward: deeprepo's total (quality-gated parts minus penalties, in [0, 1])."""
 
 TASKSET_ID = "deeprepo-orchestration"
 
@@ -69,6 +69,7 @@ class OrchestrationEnvConfig(vf.EnvConfig):
     so the rollouts of one group differ only by what the root did)."""
     oracle_miss_rate: float | None = Field(None, ge=0, le=1)
     oracle_false_rate: float | None = Field(None, ge=0)
+    """False findings per 1,000 non-trivial lines the oracle is shown (default 0.1)."""
     reward_weights: dict[str, float] = Field(default_factory=dict)
     """Overrides of ``deeprepo.env.reward.RewardWeights`` (e.g. ``{"quality": 0.5}``)."""
 

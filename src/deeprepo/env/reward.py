@@ -1,8 +1,11 @@
-"""The RL reward: a weighted sum of parts, minus penalties, clamped to [0, 1] (DESIGN §7).
+"""The RL reward: quality gates the process parts, minus penalties, clamped to [0, 1]
+(DESIGN §7; weights and calibration in ``docs/reward.md``).
 
 Every part is a number in [0, 1] and is reported as its own metric::
 
     quality          F-beta (beta 0.5: precision-aware) of the findings against ground truth
+    grounding        share of the true positives that a worker reported (from the recorded
+                     worker replies; 1.0 when no replies were recorded)
     coverage         share of coverable source files whose *content* reached a sub-LLM
     delegation       share of sub-calls sent in parallel batches (size > 1), times the share
                      of sent prompts that carried file content
@@ -10,21 +13,34 @@ Every part is a number in [0, 1] and is reported as its own metric::
                      coverage (doing nothing quickly is not efficient)
 
     zero_delegation  1 when no file content reached any sub-LLM
-    early_finalize   answer submitted while coverage was below the threshold: the shortfall,
-                     as a share of the threshold
-    redundancy       share of the file content dispatched that had been dispatched before
-                     (or of prompts that repeat an earlier prompt word for word)
+    early_finalize   the run ended (submitted or not) with coverage below the threshold: the
+                     shortfall, as a share of the threshold
+    redundancy       share of the file content of *blind* re-sends (whole files or large
+                     slices sent again, or a prompt repeated word for word); short targeted
+                     re-queries, which verification needs, are free
     ghost_findings   share of findings on files that do not exist
+    empty_report     1 when nothing was reported although the task has bugs (a metric only:
+                     the gate already gives such a run 0)
 
-``total = clamp(sum(w[p] * part[p] for the four parts) - sum(w[q] * pen[q] for the penalties))``.
+::
 
-Content, never paths, is what counts: coverage and the redundancy and delegation shares
-are computed from ``RunResult.sent_prompts`` line by line (``findings.coverage``), so a
-prompt that only names a file earns nothing. Everything here is a pure function.
+    gate  = quality * (grounding_floor + (1 - grounding_floor) * grounding)
+    total = clamp(gate * (w.quality + w.coverage * coverage + w.delegation * delegation
+                          + w.efficiency * efficiency)
+                  - sum(w[q] * penalty[q] for the penalties))
+
+Quality gates everything: a run whose findings are wrong (or absent) scores 0 however
+well it delegated, so ignoring the workers cannot pay, and a junk finding is never better
+than an honest empty report (both have quality 0). Content, never paths, is what counts:
+coverage and the redundancy and delegation shares are computed from
+``RunResult.sent_prompts`` line by line (``findings.coverage``), so a prompt that only names
+a file earns nothing. Everything here is a pure function.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -55,11 +71,15 @@ __all__ = [
     "RewardWeights",
     "compute_reward",
     "dispatch_stats",
+    "grounded_entries",
     "part_metric",
+    "reply_items",
     "source_files",
 ]
 
-PARTS: tuple[str, ...] = ("quality", "coverage", "delegation", "efficiency")
+PARTS: tuple[str, ...] = ("quality", "grounding", "coverage", "delegation", "efficiency")
+# The parts weighted inside the gate (``grounding`` shapes the gate instead).
+_WEIGHTED: tuple[str, ...] = ("quality", "coverage", "delegation", "efficiency")
 PENALTIES: tuple[str, ...] = (
     "zero_delegation",
     "early_finalize",
@@ -83,25 +103,32 @@ _LOCK_FILES = frozenset(
 # A prompt holding this many distinct non-trivial codebase lines carries content even when it
 # covers no whole file (a slice of a big file).
 _CONTENT_LINES = 30
+# A re-send of at most this many file-unique lines, showing under half of every file it
+# touches, is a targeted re-query (verification), not a blind repeat.
+_TARGETED_LINES = 60
+_TARGETED_SHARE = 0.5
 
 
 @dataclass(frozen=True)
 class RewardWeights:
     """Weights of the parts and penalties, and the knobs that define them.
 
-    The four part weights sum to 1 by default, so a perfect run scores 1.0. Load from a
+    ``quality`` is the share of the total that good findings earn on their own; the
+    process weights (coverage, delegation, efficiency) earn the rest, multiplied by the
+    quality gate. The four sum to 1 by default, so a perfect run scores 1.0. Load from a
     config mapping with :meth:`from_dict` (unknown keys are an error).
     """
 
-    quality: float = 0.25
+    quality: float = 0.30
     coverage: float = 0.35
-    delegation: float = 0.20
-    efficiency: float = 0.20
+    delegation: float = 0.175
+    efficiency: float = 0.175
     zero_delegation: float = 0.50
     early_finalize: float = 0.30
     redundancy: float = 0.40
     ghost_findings: float = 0.30
-    empty_report: float = 0.40  # nothing recorded although the task has bugs to find
+    empty_report: float = 0.0  # a metric only: quality 0 already gates such a run to 0
+    grounding_floor: float = 0.5  # the gate's factor when no true positive came from a worker
     beta: float = 0.5  # F-beta of the quality part; < 1 weighs precision more
     tolerance: int = DEFAULT_TOLERANCE  # grading line tolerance
     coverage_threshold: float = 0.8  # below this, submitting is "finalising before coverage"
@@ -120,6 +147,8 @@ class RewardWeights:
             raise ConfigError("reward 'beta' and 'files_per_turn' must be > 0")
         if not 0 < self.coverage_threshold <= 1 or not 0 < self.min_fraction <= 1:
             raise ConfigError("reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]")
+        if self.grounding_floor > 1:
+            raise ConfigError("reward 'grounding_floor' must be in [0, 1]")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RewardWeights:
@@ -166,14 +195,16 @@ class DispatchStats:
     covered: frozenset[str]  # files whose content reached a worker
     prompts: int
     content_prompts: int  # prompts that carried file content
-    shown_lines: int  # file-unique lines dispatched, counted once per prompt
+    shown_lines: int  # file-unique lines dispatched, once per prompt (targeted ones left out)
     distinct_lines: int  # ... counted once per run
     duplicate_prompts: int  # prompts identical to an earlier one
+    repeated_lines: int = 0  # file-unique lines of blind re-sends that had been sent before
+    targeted_prompts: int = 0  # short re-queries of content already sent (verification)
 
     @property
     def redundancy(self) -> float:
-        """Share of the dispatched content (or prompts) that repeats what was sent before."""
-        by_lines = 1.0 - self.distinct_lines / self.shown_lines if self.shown_lines else 0.0
+        """Share of the dispatched content (or prompts) that blindly repeats what was sent."""
+        by_lines = self.repeated_lines / self.shown_lines if self.shown_lines else 0.0
         by_prompts = self.duplicate_prompts / self.prompts if self.prompts else 0.0
         return max(by_lines, by_prompts)
 
@@ -211,24 +242,45 @@ def dispatch_stats(
     """Coverage, content-carrying prompts and repeated content of ``prompts`` over ``files``.
 
     Repeats are counted on lines that belong to exactly one file, so boilerplate shared by
-    many files (imports, license headers) never looks like a second dispatch.
+    many files (imports, license headers) never looks like a second dispatch. Only *blind*
+    re-sends count: a file's lines shown again in a prompt whose files were all shown
+    together before (the same content, however the instruction is worded). A file shown
+    again beside files it was not shown with (a caller with its callee, to follow data
+    across files) is new context, and a prompt that re-sends at most 60 such lines and
+    under half of every file it touches is a targeted re-query (checking a finding).
     """
     index = index or CoverageIndex(files)
     per_file = {path: nontrivial_lines(text) for path, text in files.items()}
     owners = Counter(line for lines in per_file.values() for line in lines)
-    unique = {line for line, n in owners.items() if n == 1}
+    owner = {line: path for path, lines in per_file.items() for line in lines if owners[line] == 1}
+    unique = set(owner)
     everything = set(owners)
+    groups: dict[str, list[frozenset[str]]] = {}  # file -> the file sets it was shown in
     seen: set[str] = set()
-    shown = content = 0
+    shown = content = repeated = targeted = 0
     all_lines: set[str] = set()
     for prompt in prompts:
         lines = prompt_lines([prompt])
         all_lines |= lines
         mine = lines & unique
-        shown += len(mine)
+        fractions = index.fractions(lines)
+        again = mine & seen
+        group = frozenset(owner[ln] for ln in mine)
+        if (
+            again
+            and len(mine) <= _TARGETED_LINES
+            and all(f < _TARGETED_SHARE for f in fractions.values())
+        ):
+            targeted += 1
+        else:
+            shown += len(mine)
+            blind = {f for f in group if any(group <= g for g in groups.get(f, ()))}
+            repeated += sum(1 for ln in again if owner[ln] in blind)
+        for f in group:
+            groups.setdefault(f, []).append(group)
         seen |= mine
         if len(lines & everything) >= _CONTENT_LINES or any(
-            frac >= min_fraction for frac in index.fractions(lines).values()
+            frac >= min_fraction for frac in fractions.values()
         ):
             content += 1
     covered = index.covered_by_lines(all_lines, min_fraction)
@@ -239,6 +291,8 @@ def dispatch_stats(
         shown_lines=shown,
         distinct_lines=len(seen),
         duplicate_prompts=len(prompts) - len(set(prompts)),
+        repeated_lines=repeated,
+        targeted_prompts=targeted,
     )
 
 
@@ -256,6 +310,77 @@ def _budget_score(budget: float, used: float) -> float:
     return 1.0 if used <= budget else budget / used
 
 
+_LINE_RE = re.compile(r"(?i)\blines?\b\W{0,3}(\d+)")
+_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def reply_items(text: str) -> list[tuple[str | None, int]]:
+    """``(file or None, line)`` of every finding a worker's reply names: the items of its
+    JSON (plain, fenced or inside prose), else every "line N" it mentions."""
+    for cand in [*_FENCE_RE.findall(text), text]:
+        # An object or a list, whichever opens first.
+        pairs = sorted(
+            (("{", "}"), ("[", "]")),
+            key=lambda oc: cand.find(oc[0]) if oc[0] in cand else len(cand),
+        )
+        for opener, closer in pairs:
+            start, end = cand.find(opener), cand.rfind(closer)
+            if start == -1 or end <= start:
+                continue
+            try:
+                data = json.loads(cand[start : end + 1])
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                data = data.get("findings", [data] if "line" in data else [])
+            if not isinstance(data, list):
+                continue
+            out: list[tuple[str | None, int]] = []
+            for item in data:
+                if not isinstance(item, dict):
+                    continue
+                try:
+                    line = int(str(item.get("line", item.get("start_line", ""))).split("-")[0])
+                except ValueError:
+                    continue
+                name = item.get("file")
+                out.append((str(name).removeprefix("./") if name else None, line))
+            return out
+    return [(None, int(m)) for m in _LINE_RE.findall(text)]
+
+
+def grounded_entries(
+    replies: Sequence[tuple[str, str]],
+    entries: Sequence[GroundTruthEntry],
+    index: CoverageIndex,
+    tolerance: int = DEFAULT_TOLERANCE,
+) -> set[str]:
+    """Ids of the entries some worker reported: a reply names a line within ``tolerance``
+    of the entry, in its file (named, or, unnamed, one whose content the prompt carried)."""
+    by_file: dict[str, list[GroundTruthEntry]] = {}
+    for e in entries:
+        by_file.setdefault(e.file, []).append(e)
+    out: set[str] = set()
+    for prompt, reply in replies:
+        items = reply_items(reply)
+        if not items:
+            continue
+        shown: list[str] | None = None
+        for name, line in items:
+            if name is not None:
+                files = [name]
+            else:
+                if shown is None:
+                    fr = index.fractions(prompt_lines([prompt]))
+                    shown = [p for p, f in fr.items() if f > 0 and p in by_file]
+                files = shown
+            for path in files:
+                for e in by_file.get(path, ()):
+                    if e.start_line - tolerance <= line <= e.end_line + tolerance:
+                        out.add(e.id)
+    return out
+
+
 def compute_reward(
     result: RunResult,
     ground_truth: Sequence[Mapping[str, Any] | GroundTruthEntry],
@@ -263,10 +388,13 @@ def compute_reward(
     weights: RewardWeights | None = None,
     *,
     index: CoverageIndex | None = None,
+    replies: Sequence[tuple[str, str]] | None = None,
 ) -> Reward:
     """Score one rollout. ``index`` (a ``CoverageIndex`` of ``codebase_files``) may be passed
-    in to reuse it across rollouts of the same task."""
+    in to reuse it across rollouts of the same task. ``replies`` are the rollout's
+    ``(prompt, worker reply)`` pairs; without them grounding is not measured (1.0)."""
     w = weights or RewardWeights()
+    index = index or CoverageIndex(codebase_files)
     entries = _entries(ground_truth)
     sources = source_files(codebase_files, entries)
     stats = dispatch_stats(
@@ -275,6 +403,14 @@ def compute_reward(
 
     score = grade(result.findings, entries, tolerance=w.tolerance)
     quality = score.f_beta(w.beta)
+    if replies is None or not score.matches:
+        grounding = 1.0
+        grounded = float(score.tp)
+    else:
+        ids = grounded_entries(replies, entries, index, w.tolerance)
+        grounded = float(sum(1 for m in score.matches if m.entry.id in ids))
+        grounding = grounded / len(score.matches)
+    gate = quality * (w.grounding_floor + (1.0 - w.grounding_floor) * grounding)
     coverage = len(stats.covered & sources) / len(sources) if sources else 1.0
 
     requested = sum(result.batch_sizes)
@@ -294,11 +430,12 @@ def compute_reward(
     token_score = _budget_score(token_budget, root_tokens)
     efficiency = coverage * (turn_score + token_score) / 2
 
-    submitted = result.stop_reason == "answer_ready" and not result.incomplete
-    early = max(0.0, w.coverage_threshold - coverage) / w.coverage_threshold if submitted else 0.0
+    # Ending short of coverage costs the same whether the run submitted or ran out of turns.
+    early = max(0.0, w.coverage_threshold - coverage) / w.coverage_threshold
     ghosts = sum(1 for f in result.findings if f.file.removeprefix("./") not in codebase_files)
     values = {
         "quality": quality,
+        "grounding": grounding,
         "coverage": coverage,
         "delegation": delegation,
         "efficiency": efficiency,
@@ -306,12 +443,10 @@ def compute_reward(
         "early_finalize": early,
         "redundancy": stats.redundancy,
         "ghost_findings": ghosts / len(result.findings) if result.findings else 0.0,
-        # Covering every file but reporting nothing is process without product.
         "empty_report": 1.0 if not result.findings and any(e.vulnerable for e in entries) else 0.0,
     }
-    raw = sum(getattr(w, p) * values[p] for p in PARTS) - sum(
-        getattr(w, p) * values[p] for p in PENALTIES
-    )
+    process = sum(getattr(w, p) * values[p] for p in _WEIGHTED if p != "quality")
+    raw = gate * (w.quality + process) - sum(getattr(w, p) * values[p] for p in PENALTIES)
     parts = {part_metric(name): value for name, value in values.items()}
     details = {
         "precision": score.precision,
@@ -321,6 +456,10 @@ def compute_reward(
         "fp": float(score.fp),
         "fn": float(score.fn),
         "decoys_hit": float(score.decoys_hit),
+        "gate": gate,
+        "grounded_tp": grounded,
+        "replies_recorded": float(len(replies) if replies is not None else 0),
+        "targeted_prompts": float(stats.targeted_prompts),
         "source_files": float(len(sources)),
         "files_covered": float(len(stats.covered & sources)),
         "content_prompts": float(stats.content_prompts),

@@ -3,7 +3,9 @@
 The Episode is imported, never copied: a rollout is exactly what ``deeprepo analyze``
 runs, with the ``oracle`` worker (by default) answering from the task's ground truth.
 The oracle's seed is derived from ``(seed, task id, rollout index)``, so every rollout
-is reproducible and the rollouts of one example differ from one another.
+is reproducible and the rollouts of one example differ from one another. The worker's
+replies are recorded on the way (``RecordingModel``) so the reward can tell findings a
+worker reported from findings the root wrote on its own (``grounding``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from deeprepo.evals.summary import stop_condition
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig
 from deeprepo.orchestrator.records import RunResult
-from deeprepo.providers.base import ChatModel
+from deeprepo.providers.base import ChatModel, ChatRequest, Completion
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
@@ -30,7 +32,29 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
-__all__ = ["RolloutOutcome", "build_sub_model", "derive_seed", "run_rollout"]
+__all__ = ["RecordingModel", "RolloutOutcome", "build_sub_model", "derive_seed", "run_rollout"]
+
+
+class RecordingModel:
+    """Wraps a sub-model and keeps every ``(prompt, reply)`` it answered, in call order;
+    closing it leaves the wrapped model to its owner."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.replies: list[tuple[str, str]] = []
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        completion = await self.model.complete(request)
+        prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        self.replies.append((prompt, completion.text))
+        return completion
+
+    async def aclose(self) -> None:
+        return None
 
 
 def derive_seed(seed: int, example: str, rollout: int) -> int:
@@ -158,9 +182,8 @@ async def run_rollout(
         oracle_options=oracle_options,
     )
     metered_root = MeteredModel(root, "root", ledger, prices, budget, concurrency=1)
-    metered_sub = MeteredModel(
-        sub_model, "sub", ledger, prices, budget, concurrency=sub_concurrency
-    )
+    recorder = RecordingModel(sub_model)
+    metered_sub = MeteredModel(recorder, "sub", ledger, prices, budget, concurrency=sub_concurrency)
     episode = Episode(
         task.get_codebase(),
         root=metered_root,
@@ -177,7 +200,14 @@ async def run_rollout(
         if own_sub:
             await sub_model.aclose()
     seconds = time.perf_counter() - started
-    reward = compute_reward(result, task.ground_truth, task.files, weights, index=coverage_index)
+    reward = compute_reward(
+        result,
+        task.ground_truth,
+        task.files,
+        weights,
+        index=coverage_index,
+        replies=recorder.replies,
+    )
     return RolloutOutcome(
         task_id=task.id,
         rollout=rollout_index,

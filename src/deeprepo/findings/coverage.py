@@ -1,9 +1,12 @@
 """Which files' *content* reached a sub-LLM (DESIGN §7, decision 3).
 
-A file is covered when at least ``min_fraction`` of its distinct non-trivial lines
-(stripped, at least :data:`MIN_LINE_LENGTH` characters) appear as lines of the prompts
-sent to workers, after the ``'   12 | '`` numbering of the audit prompt is removed
-(the prefix ``orchestrator.prompts.strip_line_number`` strips).
+A file is covered when at least ``min_fraction`` (default 0.9) of its distinct non-trivial
+lines (stripped, at least :data:`MIN_LINE_LENGTH` characters) appear as lines of the prompts
+sent to workers, in whatever shape the prompt carries them: bare, fenced, block-quoted
+(``> ``), or numbered in any common style (``'   12 | '`` of the audit prompt, ``12: ``,
+``12\t``, ``L12 ``, ``  12  ``, ``[12] ``, ``12. ``), or JSON-escaped inside one string
+(``json.dumps(text)``). Every prompt line counts both as written and with such a prefix
+removed, so a code line that happens to start with a number is never lost.
 Naming a path is not coverage; splitting a file across several prompts is. A file whose
 lines are all short is covered when every one of its non-empty lines appears. Empty files
 are never coverable and stay out of the denominator (:func:`coverable_files`).
@@ -19,11 +22,20 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 MIN_LINE_LENGTH = 8
-DEFAULT_MIN_FRACTION = 0.5
+DEFAULT_MIN_FRACTION = 0.9
 # The prefix ``prompts.strip_line_number`` removes, matched on every line of a whole prompt in
 # one pass: per-line calls cost ~0.1 s for 3 MB of prompts. A test pins the two together.
 # Anchored on "\n" rather than ``^`` with MULTILINE: twice as fast (callers prepend "\n").
 _NUMBER_PREFIXES_RE = re.compile(r"\n *\d+ \| ?")
+# Any common numbering or quoting before a line, matched the same way (one pass per prompt).
+_ANY_PREFIX = r"[ \t>]*(?:\[?(?:[Ll](?:ine)? ?)?\d{1,7}\]?(?:[ \t]*[|:.)\]][ \t]?|\t| +))?"
+_ANY_PREFIXES_RE = re.compile(r"\n" + _ANY_PREFIX)
+_ANY_PREFIX_RE = re.compile(_ANY_PREFIX)
+# Lines whose text as written differs from their prefix-stripped text: only these need
+# adding both ways (a code line that starts with a number, a quote mark or a bracket).
+_PREFIX_LIKE_RE = re.compile(r"\n[ \t]*((?:[>\[\d]|[Ll](?:ine)? ?\d)[^\n]*)")
+# A prompt carrying a file as one JSON-escaped string holds many of these.
+_ESCAPED_NEWLINES = 3
 
 
 def _stripped_lines(text: str) -> set[str]:
@@ -38,12 +50,50 @@ def nontrivial_lines(text: str) -> frozenset[str]:
 
 
 def prompt_lines(prompts: Iterable[str]) -> set[str]:
-    """Every non-empty stripped line of the prompts, line-number prefixes removed."""
+    """Every non-empty stripped line of the prompts, as written and with any numbering or
+    quoting prefix removed (see the module docstring)."""
     out: set[str] = set()
     for prompt in prompts:
-        out.update(map(str.strip, strip_numbering(prompt).splitlines()))
+        _add_lines(out, prompt)
+        if prompt.count("\\n") >= _ESCAPED_NEWLINES:
+            _add_lines(out, unescape(prompt))
     out.discard("")
     return out
+
+
+def _add_lines(out: set[str], text: str) -> None:
+    out.update(map(str.strip, _ANY_PREFIXES_RE.sub("\n", "\n" + text).splitlines()))
+    out.update(map(str.strip, _PREFIX_LIKE_RE.findall("\n" + text)))
+
+
+def unescape(text: str) -> str:
+    """Undo the JSON/Python string escapes a file's text gets when a prompt embeds it as one
+    quoted string (``\\n``, ``\\t``, ``\\"``, ``\\\\``)."""
+    return (
+        text.replace("\\\\", "\0")
+        .replace("\\n", "\n")
+        .replace("\\t", "\t")
+        .replace('\\"', '"')
+        .replace("\\'", "'")
+        .replace("\0", "\\")
+    )
+
+
+def line_variants(line: str) -> tuple[str, ...]:
+    """One prompt line's stripped text, as written and without a numbering prefix (the
+    per-line form of :func:`prompt_lines`)."""
+    s = line.strip()
+    bare = _ANY_PREFIX_RE.sub("", line, count=1).strip()
+    return (s,) if bare == s or not bare else (s, bare)
+
+
+def line_number_prefix(line: str) -> int | None:
+    """The line number a prompt line is prefixed with (any common style), if any."""
+    m = _NUMBER_RE.match(line)
+    return int(m.group(1)) if m else None
+
+
+_NUMBER_RE = re.compile(r"[ \t>]*\[?(?:[Ll](?:ine)? ?)?(\d{1,7})\]?(?:[ \t]*[|:.)\]][ \t]?|\t| +)")
 
 
 def strip_numbering(text: str) -> str:

@@ -86,9 +86,13 @@ def record(path, items, lo, hi):
         added += 1
     return added
 
-def dispatch(jobs):
-    replies = llm_batch([file_audit_prompt(p, s, e) for p, s, e in jobs])
+def dispatch(jobs, flows=()):
+    # One parallel batch: the file (or slice) audits, then the cross-file groups.
+    replies = llm_batch([file_audit_prompt(p, s, e) for p, s, e in jobs] + [flow_prompt(g) for g in flows])
     failed, added = [], 0
+    for group, reply in zip(flows, replies[len(jobs):]):
+        for q in group:
+            added += record(q, parse_worker_reply(reply) or [], 1, codebase[q].count("\n") + 1)
     for (p, s, e), reply in zip(jobs, replies):
         items = parse_worker_reply(reply)
         if items is None:
@@ -97,6 +101,84 @@ def dispatch(jobs):
         dispatched.add(p)
         added += record(p, items, s, e)
     return added, failed
+
+import posixpath
+
+_SUFFIXES = {}
+
+def _suffixes():
+    if not _SUFFIXES:
+        for p in codebase:
+            parts = p.split("/")
+            for i in range(len(parts)):
+                _SUFFIXES.setdefault("/".join(parts[i:]), p)
+    return _SUFFIXES
+
+def local_imports(path):
+    # Source files of this repository that `path` imports (Python and JS/TS).
+    text, table, out = codebase[path], _suffixes(), []
+    here = posixpath.dirname(path)
+    if path.endswith(".py"):
+        for m in re.finditer(r"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+\(?([\w, \t]+)|import[ \t]+([\w.]+))", text, re.M):
+            dots, mod, names, plain = m.groups()
+            if plain:
+                stems = [plain.replace(".", "/")]
+            else:
+                stem = (mod or "").replace(".", "/")
+                if dots:
+                    base = here.split("/") if here else []
+                    base = base[: len(base) - (len(dots) - 1)] if len(dots) > 1 else base
+                    stem = "/".join(x for x in [*base, stem] if x)
+                stems = [stem + "/" + n if stem else n for n in re.findall(r"\w+", names)] + ([stem] if stem else [])
+            for st in stems:
+                for cand in (st + ".py", st + "/__init__.py"):
+                    hit = table.get(cand)
+                    if hit and hit != path and hit not in out:
+                        out.append(hit)
+    else:
+        for m in re.finditer(r"(?:require\(|from[ \t]+|import[ \t]+)[\"'](\.{1,2}/[^\"']+)[\"']", text):
+            base = posixpath.normpath(posixpath.join(here, m.group(1)))
+            for cand in (base, *(base + e for e in (".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", "/index.js", "/index.ts"))):
+                if cand in codebase and cand != path and cand not in out:
+                    out.append(cand)
+                    break
+    return out
+
+FLOW_LINES = 700
+
+def flow_jobs(paths):
+    # Each file with the local modules it imports, in one prompt: a value read in one file
+    # may reach a dangerous call in another, which no single-file audit can see.
+    sizes = {p: codebase[p].count("\n") + 1 for p in paths}
+    jobs = []
+    for p in paths:
+        if sizes[p] > CHUNK_LINES:
+            continue
+        group, total = [p], sizes[p]
+        for q in local_imports(p):
+            if q in sizes and sizes[q] <= CHUNK_LINES and total + sizes[q] <= FLOW_LINES:
+                group.append(q)
+                total += sizes[q]
+        if len(group) > 1:
+            jobs.append(group)
+    # A group inside a bigger one adds nothing the bigger one did not show.
+    kept = []
+    for g in sorted(jobs, key=len, reverse=True):
+        if not any(set(g) <= set(k) for k in kept):
+            kept.append(g)
+    return kept
+
+FLOW_ASK = ("Audit these files together for security vulnerabilities and real bugs. A value read "
+            "in one file (a request parameter, say) may reach a dangerous call in another: follow it. "
+            "Answer with JSON only: {\"findings\": [{\"file\", \"line\", \"end_line\", \"kind\", "
+            "\"cwe\", \"severity\", \"title\", \"detail\", \"fix\"}]}.\n\n")
+
+def flow_prompt(group):
+    blocks = []
+    for q in group:
+        full = file_audit_prompt(q)
+        blocks.append(full[full.index("<file"):])
+    return FLOW_ASK + "\n\n".join(blocks)
 
 all_findings = globals().get("all_findings", [])
 seen_keys = globals().get("seen_keys", set())
@@ -166,8 +248,10 @@ print(file_tree[:3000])
     + r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 jobs = audit_jobs(sources)
-print("dispatching", len(jobs), "audit prompts over", len(sources), "source files")
-added, failed = dispatch(jobs)
+flows = flow_jobs(sources)
+print("dispatching", len(jobs), "audit prompts over", len(sources), "source files and",
+      len(flows), "cross-file prompts (a file with the modules it imports)")
+added, failed = dispatch(jobs, flows)
 print("findings recorded:", added, "| failed prompts:", len(failed))
 for f in all_findings[:40]:
     print(" ", f["severity"], f["file"] + ":" + str(f["line"]), f["cwe"], "-", f["title"][:80])

@@ -10,7 +10,7 @@ measure; the cost of a built-in model is exactly zero.
 from __future__ import annotations
 
 from deeprepo.orchestrator import prompts
-from deeprepo.policies import programs
+from deeprepo.policies import adversarial, programs
 from deeprepo.providers.base import ChatRequest, Completion, Usage
 
 POLICIES: dict[str, list[str]] = {
@@ -19,6 +19,15 @@ POLICIES: dict[str, list[str]] = {
     "no-delegation": programs.NO_DELEGATION,
     "over-explorer": programs.OVER_EXPLORER,
     "syntax-errors": programs.SYNTAX_ERRORS,
+    # Issue 9's adversarial suite (``policies/adversarial.py``).
+    "ignore-workers": adversarial.IGNORE_WORKERS,
+    "regex-only": adversarial.REGEX_ONLY,
+    "regex-audit": adversarial.REGEX_AUDIT,
+    "stock-filter": adversarial.STOCK_FILTER,
+    "half": adversarial.HALF,
+    "serial": adversarial.SERIAL,
+    "own-prompts": adversarial.OWN_PROMPTS,
+    "per-file": adversarial.PER_FILE,
 }
 
 

@@ -1,41 +1,60 @@
-"""The ``oracle`` sub-worker: answers file audits from a task's ground truth (DESIGN §5).
+"""The ``oracle`` sub-worker: answers like an LLM auditor, from a task's ground truth (DESIGN §5).
 
-It isolates orchestration skill in RL: a root that gets every file's content to a worker
-is rewarded, however well the worker reads. For each file whose *content* is in the
-prompt it reports that file's true bugs lying in the lines shown, missing each with
-probability ``miss_rate``, and adds plausible false findings (``false_rate`` expected per
-file shown; half of them on a decoy when the file shows one). Naming a path is not
-showing content: such a prompt gets ``{"findings": []}``.
+It isolates orchestration skill in RL: a root that gets the code to a worker with a real
+audit request is rewarded, however well the worker reads. It behaves the way an LLM
+worker does, so a root cannot game it with something an LLM would not answer:
 
-Content is recognised in two ways:
+* **It reads the code the prompt carries, in any shape.** Files are found by content
+  (``findings.coverage``): bare, fenced, quoted, numbered in any common style, with or
+  without a path header. A path without content shows nothing.
+* **It reports what it can locate.** A true bug is reported only when one of its lines
+  is in the prompt *in order with its neighbours* (the lines around it in the file sit on
+  the same side of it in the prompt, close by): shuffled lines show nothing. A cross-file
+  bug (``related`` in the ground truth) is reported only when its source line reached the
+  same prompt too.
+* **It follows the instruction.** A prompt whose instruction is not about auditing
+  ("translate", "summarise", "say OK"; or a system prompt that asks for something else)
+  gets almost no findings (``off_task_rate``).
+* **It tires.** Past ``context_lines`` non-empty prompt lines, the chance of reporting a
+  bug falls as ``context_lines / lines``: a prompt holding a hundred files finds little.
+* **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
+  false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
+  a decoy when one is shown, the rest preferably on lines that use a risky-looking API.
+* **Its false findings look like its true ones.** Every finding, true or false, is written
+  by the same function from its bug class: title, detail and fix drawn from per-class
+  templates (with the flagged code quoted), kind and CWE drawn from the task's own kinds
+  and CWEs for that class, severity from a per-class distribution. The ground truth's
+  description and severity are never used, so no field tells a true finding from a false
+  one (``benchmarks/bench_oracle_tells.py`` measures it).
 
-* ``<file path="...">`` blocks of the audit prompt (``extract_file_blocks``), whole files
-  or slices. With a ``codebase``, only block lines that match the real file count, so a
-  block with made-up or empty content shows nothing;
-* with a ``codebase``, also raw text: a file counts when at least ``min_fraction`` of its
-  non-trivial lines are in the prompt verbatim (``findings.coverage``).
+Reported line numbers are the file's, shifted to the prompt's own numbering when the
+line carries a number prefix (a worker cites what it sees).
 
-Randomness is drawn from an RNG seeded by a hash of (seed, path, content shown), so a
-given prompt always gets the same answer, whatever the call order or concurrency.
+Without a ``codebase`` only ``<file path="...">`` blocks are read, and trusted.
+
+Randomness is drawn from an RNG seeded by a hash of (seed, path, lines shown, instruction)
+(decision 6), so a given prompt always gets the same answer, whatever the call order or
+concurrency.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import random
+import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deeprepo.findings.coverage import (
-    DEFAULT_MIN_FRACTION,
     MIN_LINE_LENGTH,
-    CoverageIndex,
-    prompt_lines,
-    shown_line_numbers,
+    line_number_prefix,
+    line_variants,
+    unescape,
 )
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
@@ -46,33 +65,102 @@ from deeprepo.findings.grading import (
 )
 from deeprepo.orchestrator.prompts import extract_file_blocks
 from deeprepo.providers.base import ChatRequest, Completion, Usage
-
-# Bug classes the false findings imitate: the ones a code-audit worker reports most.
-_FALSE_FAMILIES = (
-    "sql-injection",
-    "command-injection",
-    "path-traversal",
-    "unsafe-deserialization",
-    "xss",
-    "ssrf",
-    "hardcoded-secret",
-    "weak-crypto",
-    "missing-authorization",
-    "insecure-randomness",
-    "race-condition",
-    "resource-leak",
-    "logic-error",
+from deeprepo.workers.oracle_text import (
+    FALLBACK_FAMILIES,
+    family_hint,
+    render_finding,
 )
+
+__all__ = ["OracleWorker", "classify_instruction", "make_oracle"]
+
 _DECOY_SHARE = 0.5  # share of false findings placed on a decoy when one is shown
+_AMBIGUOUS = 8  # a line found at more places than this is boilerplate: no anchor
+_NEIGHBOUR_SPAN = 6  # how far (in file lines) a bug's neighbour may be
+_SLACK = 3  # extra prompt lines allowed between a line and its neighbour
+# How much likelier a false finding of a class lands on a line whose API suggests that
+# class, or another risky class, than on a plain line.
+_HINT_WEIGHT = 20.0
+_OTHER_HINT_WEIGHT = 5.0
+
+_AUDIT_RE = re.compile(
+    r"\b(audit\w*|vulnerab\w*|vulns?|secur\w*|bugs?|buggy|review\w*|flaws?|cwe|inject\w*|"
+    r"exploit\w*|weakness\w*|defects?|unsafe|insecure|safe|safety|dangerous|malicious|"
+    r"findings?|issues?|problems?|risks?|risky|attack\w*|mistakes?|errors?|wrong|check\w*|"
+    r"analy[sz]\w*|inspect\w*|assess\w*|examine|harden\w*|taint\w*|sanitiz\w*)\b",
+    re.IGNORECASE,
+)
+_OFF_TASK_RE = re.compile(
+    r"\b(translat\w*|summar\w*|say|reply|repeat|echo|explain\w*|describe|document\w*|"
+    r"docstrings?|rewrite|refactor\w*|reformat\w*|format|count|convert|rename|paraphrase|"
+    r"ignore|ok|okay|acknowledge\w*|poem|joke)\b",
+    re.IGNORECASE,
+)
 
 
-@dataclass(frozen=True)
-class _View:
-    """One file as shown in a prompt: the line numbers visible and their text."""
+def classify_instruction(instruction: str, system: str | None = None) -> bool:
+    """Whether a prompt asks for an audit: its own instruction text decides (an audit word
+    wins over an off-task word); with none, the system prompt does."""
+    if _AUDIT_RE.search(instruction):
+        return True
+    if _OFF_TASK_RE.search(instruction):
+        return False
+    return bool(system and _AUDIT_RE.search(system))
+
+
+@dataclass
+class _Shown:
+    """One file as a prompt shows it: where each of its lines sits in the prompt."""
 
     path: str
-    shown: frozenset[int]
-    text: dict[int, str]  # line number -> stripped text, for the shown lines
+    at: dict[int, list[int]] = field(default_factory=dict)  # line number -> prompt positions
+    number: dict[int, int] = field(default_factory=dict)  # line number -> number shown
+    text: dict[int, str] = field(default_factory=dict)  # line number -> stripped text
+    nontrivial: list[int] = field(default_factory=list)  # the file's non-trivial line numbers
+
+    def add(self, line: int, pos: int, text: str, number: int | None) -> None:
+        self.at.setdefault(line, []).append(pos)
+        self.text[line] = text
+        if number is not None:
+            self.number[line] = number
+
+    @property
+    def shown_nontrivial(self) -> int:
+        return sum(1 for n, t in self.text.items() if len(t) >= MIN_LINE_LENGTH)
+
+    def located(self, lo: int, hi: int) -> int | None:
+        """A non-trivial line in ``[lo, hi]`` shown in order with its neighbours: of the
+        (up to two) non-trivial file lines on each side of it, at least one is shown, and
+        every one shown sits on its side of it in the prompt, close by. Shuffled lines fail
+        this; a slice that cuts next to the line passes on the side it keeps."""
+        nt = self.nontrivial
+        for n in range(lo, hi + 1):
+            if n not in self.at or len(self.text[n]) < MIN_LINE_LENGTH:
+                continue
+            i = bisect.bisect_left(nt, n)
+            near = [
+                m for m in nt[max(0, i - 2) : i + 3] if m != n and abs(m - n) <= _NEIGHBOUR_SPAN
+            ]
+            if not near:
+                return n  # nothing near it in the file: the line stands alone
+            shown = [m for m in near if m in self.at]
+            # Every neighbour the prompt shows must sit in order, close by; none shown is
+            # a line without context.
+            if shown and any(
+                all(
+                    any(
+                        0 < (p - pos) * (1 if m > n else -1) <= abs(m - n) + _SLACK
+                        for p in self.at[m]
+                    )
+                    for m in shown
+                )
+                for pos in self.at[n]
+            ):
+                return n
+        return None
+
+    def cited(self, line: int) -> int:
+        """The number a worker would cite for file line ``line``: the prompt's own, if any."""
+        return self.number.get(line, line)
 
 
 class OracleWorker:
@@ -83,30 +171,62 @@ class OracleWorker:
         ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
         *,
         miss_rate: float = 0.1,
-        false_rate: float = 0.05,
+        false_rate: float = 0.1,
         seed: int = 0,
         codebase: Mapping[str, str] | None = None,
-        min_fraction: float = DEFAULT_MIN_FRACTION,
+        context_lines: int = 800,
+        off_task_rate: float = 0.05,
         families: FamilyTable | None = None,
     ) -> None:
         if not 0.0 <= miss_rate <= 1.0:
             raise ValueError(f"miss_rate must be within [0, 1], got {miss_rate}")
         if false_rate < 0.0:
             raise ValueError(f"false_rate must be >= 0, got {false_rate}")
+        if context_lines < 1:
+            raise ValueError(f"context_lines must be >= 1, got {context_lines}")
+        if not 0.0 <= off_task_rate <= 1.0:
+            raise ValueError(f"off_task_rate must be within [0, 1], got {off_task_rate}")
         self.miss_rate = miss_rate
         self.false_rate = false_rate
         self.seed = seed
-        self.min_fraction = min_fraction
+        self.context_lines = context_lines
+        self.off_task_rate = off_task_rate
         self._families = families or default_families()
+        raw = _raw_entries(ground_truth)
+        entries = _entries(ground_truth)
+        self._related: dict[str, list[tuple[str, int]]] = {}
+        for e, d in zip(entries, raw, strict=False):
+            rel = d.get("related") if isinstance(d, Mapping) else None
+            if isinstance(rel, list) and rel:
+                self._related[e.id] = [
+                    (str(r["file"]).removeprefix("./"), int(r["line"]))
+                    for r in rel
+                    if isinstance(r, Mapping) and "file" in r and "line" in r
+                ]
         self._bugs: dict[str, list[GroundTruthEntry]] = defaultdict(list)
         self._decoys: dict[str, list[GroundTruthEntry]] = defaultdict(list)
-        for e in _entries(ground_truth):
+        for e in entries:
             (self._bugs if e.vulnerable else self._decoys)[e.file].append(e)
         for group in (*self._bugs.values(), *self._decoys.values()):
             group.sort(key=lambda e: (e.start_line, e.end_line, e.id))
+        # The task's own vocabulary per bug class, used for true and false findings alike.
+        self._kinds: dict[str, list[str]] = defaultdict(list)
+        self._cwes: dict[str, list[str]] = defaultdict(list)
+        self._bug_families: list[str] = []
+        self._spans = [e.end_line - e.start_line for e in entries]
+        for e in entries:
+            fam = self._family(e)
+            if e.kind:
+                self._kinds[fam].append(e.kind)
+            if e.cwe:
+                self._cwes[fam].append(e.cwe)
+            if e.vulnerable:
+                self._bug_families.append(fam)
         self._codebase = {k.removeprefix("./"): v for k, v in (codebase or {}).items()}
-        self._index = CoverageIndex(self._codebase) if codebase is not None else None
-        self._lines: dict[str, list[str]] = {}
+        self._where: dict[str, list[tuple[str, int]]] | None = None
+        self._all_lines: set[str] = set()
+        self._nontrivial: dict[str, list[int]] = {}
+        self._file_lines: dict[str, list[str]] = {}
 
     @property
     def name(self) -> str:
@@ -115,144 +235,205 @@ class OracleWorker:
     async def complete(self, request: ChatRequest) -> Completion:
         prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
         return Completion(
-            text=self.answer(prompt), usage=Usage(), model="oracle", finish_reason="stop"
+            text=self.answer(prompt, request.system),
+            usage=Usage(),
+            model="oracle",
+            finish_reason="stop",
         )
 
     async def aclose(self) -> None:
         return None
 
-    def answer(self, prompt: str) -> str:
+    def answer(self, prompt: str, system: str | None = None) -> str:
         """The worker JSON for one prompt: ``{"findings": [...]}``."""
-        return json.dumps({"findings": self.findings(prompt)})
+        return json.dumps({"findings": self.findings(prompt, system)})
 
-    def findings(self, prompt: str) -> list[dict[str, Any]]:
-        """Findings (worker dicts with ``file``) for every file whose content the prompt shows."""
+    def findings(self, prompt: str, system: str | None = None) -> list[dict[str, Any]]:
+        """Findings (worker dicts with ``file``) for the code the prompt shows."""
+        shown, instruction, size = self._read(prompt)
+        if not shown:
+            return []
+        audit = classify_instruction(instruction, system)
+        # The chance a located bug is reported, and the scale of false findings.
+        attention = min(1.0, self.context_lines / max(size, 1))
+        if not audit:
+            attention *= self.off_task_rate
         out: list[dict[str, Any]] = []
-        for view in self._views(prompt):
-            out.extend(self._answer_view(view))
+        for path in sorted(shown):
+            view = shown[path]
+            rng = self._rng(view, instruction, audit)
+            out.extend(self._answer_view(view, shown, rng, attention))
         return out
 
     # ------------------------------------------------------------------ what the prompt shows
 
-    def _file_lines(self, path: str) -> list[str] | None:
-        if path not in self._codebase:
-            return None
-        if path not in self._lines:
-            self._lines[path] = [ln.strip() for ln in self._codebase[path].split("\n")]
-        return self._lines[path]
+    def _index(self) -> dict[str, list[tuple[str, int]]]:
+        if self._where is None:
+            where: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for path, text in self._codebase.items():
+                lines = [ln.strip() for ln in text.split("\n")]
+                self._file_lines[path] = lines
+                self._nontrivial[path] = [
+                    i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH
+                ]
+                for i, s in enumerate(lines, 1):
+                    if s:
+                        self._all_lines.add(s)
+                        if len(s) >= MIN_LINE_LENGTH:
+                            where[s].append((path, i))
+            self._where = dict(where)
+        return self._where
 
-    def _views(self, prompt: str) -> list[_View]:
-        text: dict[str, dict[int, str]] = defaultdict(dict)
+    def _read(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
+        """Files shown (by content), the instruction text (lines that are no code of the
+        repository) and the prompt's size in non-empty lines."""
+        if not self._codebase:
+            return self._read_blocks(prompt)
+        where = self._index()
+        lines = prompt.split("\n")
+        if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
+            lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
+        shown: dict[str, _Shown] = {}
+        instruction: list[str] = []
+        size = 0
+        for pos, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            size += 1
+            located = False
+            for k, variant in enumerate(line_variants(raw)):
+                places = where.get(variant)
+                if places is None:
+                    continue
+                located = True
+                if len(places) <= _AMBIGUOUS:
+                    number = line_number_prefix(raw) if k else None
+                    for path, n in places:
+                        view = shown.get(path)
+                        if view is None:
+                            view = shown[path] = _Shown(path, nontrivial=self._nontrivial[path])
+                        view.add(n, pos, variant, number)
+                break
+            if not located and not any(v in self._all_lines for v in line_variants(raw)):
+                instruction.append(raw)
+        # Files that only share a line or two (boilerplate) with the prompt are not shown.
+        kept = {
+            p: v
+            for p, v in shown.items()
+            if v.shown_nontrivial >= min(5, max(1, len(self._nontrivial[p]) // 2))
+        }
+        return kept, "\n".join(instruction), size
+
+    def _read_blocks(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
+        shown: dict[str, _Shown] = {}
+        pos = 0
         for raw_path, content, start in extract_file_blocks(prompt):
             path = raw_path.strip().removeprefix("./")
-            real = self._file_lines(path)
-            if self._index is not None and real is None:
-                continue  # a path the repository does not have: nothing real is shown
+            view = shown.setdefault(path, _Shown(path))
             for k, line in enumerate(content.split("\n")):
-                s, n = line.strip(), start + k
-                if s and (real is None or (n <= len(real) and real[n - 1] == s)):
-                    text[path][n] = s
-        # Raw pasted text counts only when the prompt has no file blocks: with blocks, the
-        # worker was told which files to audit, and files that merely share boilerplate
-        # lines with them are not being shown.
-        if self._index is not None and not text:
-            plines = prompt_lines([prompt])
-            for path, frac in self._index.fractions(plines).items():
-                if frac >= self.min_fraction and path not in text:
-                    real = self._file_lines(path) or []
-                    text[path] = {
-                        n: real[n - 1] for n in shown_line_numbers(self._codebase[path], plines)
-                    }
-        return [_View(p, frozenset(t), t) for p, t in sorted(text.items()) if t]
+                pos += 1
+                if s := line.strip():
+                    view.add(start + k, pos, s, None)
+        for view in shown.values():
+            view.nontrivial = sorted(n for n, t in view.text.items() if len(t) >= MIN_LINE_LENGTH)
+        instruction = re.sub(r"<file .*?</file>", "", prompt, flags=re.DOTALL)
+        size = sum(1 for ln in prompt.split("\n") if ln.strip())
+        return {p: v for p, v in shown.items() if v.text}, instruction, size
 
-    def _rng(self, view: _View) -> random.Random:
-        h = hashlib.sha256(f"{self.seed}\0{view.path}\0".encode())
-        for n in sorted(view.shown):
+    def _rng(self, view: _Shown, instruction: str, audit: bool) -> random.Random:
+        h = hashlib.sha256(f"{self.seed}\0{view.path}\0{audit}\0{instruction}\0".encode())
+        for n in sorted(view.text):
             h.update(f"{n}\0{view.text[n]}\n".encode())
         return random.Random(int.from_bytes(h.digest()[:8], "big"))
 
     # ------------------------------------------------------------------ the answer
 
-    def _answer_view(self, view: _View) -> list[dict[str, Any]]:
-        rng = self._rng(view)
+    def _family(self, e: GroundTruthEntry) -> str:
+        return self._families.label(e.cwe, e.kind)
+
+    def _answer_view(
+        self, view: _Shown, shown: Mapping[str, _Shown], rng: random.Random, attention: float
+    ) -> list[dict[str, Any]]:
         out = []
         bugs = self._bugs.get(view.path, [])
         for e in bugs:
-            if not any(n in view.shown for n in range(e.start_line, e.end_line + 1)):
+            hit = view.located(e.start_line, e.end_line)
+            if hit is None:
                 continue
-            if rng.random() < self.miss_rate:
+            if any(
+                (src := shown.get(f)) is None or src.located(max(1, n - 1), n + 1) is None
+                for f, n in self._related.get(e.id, ())
+            ):
+                continue  # a cross-file bug needs its source in the same prompt
+            if rng.random() >= (1.0 - self.miss_rate) * attention:
                 continue
-            out.append(self._report(view.path, e))
-        n_false = int(self.false_rate) + (rng.random() < self.false_rate - int(self.false_rate))
+            fam = self._family(e)
+            out.append(self._render(view, fam, e.start_line, e.end_line, hit, rng))
+        expected = self.false_rate * view.shown_nontrivial / 1000 * attention
+        n_false = int(expected) + (rng.random() < expected - int(expected))
         for _ in range(n_false):
             false = self._false_finding(view, bugs, rng)
             if false is not None:
                 out.append(false)
         return out
 
-    def _report(self, path: str, e: GroundTruthEntry) -> dict[str, Any]:
-        fam_name = self._families.label(e.cwe, e.kind)
-        fam = self._families.families.get(fam_name)
-        title = e.description.split(". ")[0].strip().rstrip(".")[:100] if e.description else ""
-        return {
-            "file": path,
-            "line": e.start_line,
-            "end_line": e.end_line,
-            "kind": e.kind or fam_name,
-            "cwe": e.cwe,
-            "severity": e.severity,
-            "title": title or (fam.title if fam else fam_name),
-            "detail": e.description or (fam.title if fam else fam_name),
-            "fix": fam.fix if fam else "",
-        }
+    def _render(
+        self, view: _Shown, fam: str, start: int, end: int, anchor: int, rng: random.Random
+    ) -> dict[str, Any]:
+        shift = view.cited(anchor) - anchor
+        code = view.text.get(anchor, "")
+        finding = render_finding(
+            fam,
+            code,
+            rng,
+            families=self._families,
+            kinds=self._kinds.get(fam, ()),
+            cwes=self._cwes.get(fam, ()),
+        )
+        return {"file": view.path, "line": start + shift, "end_line": end + shift, **finding}
 
     def _false_finding(
-        self, view: _View, bugs: list[GroundTruthEntry], rng: random.Random
+        self, view: _Shown, bugs: Sequence[GroundTruthEntry], rng: random.Random
     ) -> dict[str, Any] | None:
         decoys = [
-            d
+            (d, n)
             for d in self._decoys.get(view.path, [])
-            if any(n in view.shown for n in range(d.start_line, d.end_line + 1))
+            if (n := view.located(d.start_line, d.end_line)) is not None
         ]
         if decoys and rng.random() < _DECOY_SHARE:
-            d = rng.choice(decoys)
-            fam = self._families.families.get(self._families.label(d.cwe, d.kind))
-            return {
-                "file": view.path,
-                "line": d.start_line,
-                "end_line": d.end_line,
-                "kind": d.kind or (fam.name if fam else "issue"),
-                "cwe": d.cwe,
-                "severity": "high",
-                "title": f"Possible {fam.title.lower() if fam else 'vulnerability'}",
-                "detail": "This code looks dangerous.",
-                "fix": fam.fix if fam else "",
-            }
-        # A real-looking line far from every true bug, so the finding is surely false.
-        lines = sorted(n for n in view.shown if len(view.text[n]) >= MIN_LINE_LENGTH) or sorted(
-            view.shown
-        )
-        far = [n for n in lines if all(_gap(n, b) > DEFAULT_TOLERANCE for b in bugs)]
+            d, n = rng.choice(decoys)
+            return self._render(view, self._family(d), d.start_line, d.end_line, n, rng)
+        # The class is drawn as the task's bugs are (so a class says nothing about truth),
+        # the line among shown lines far from every true bug (so the finding is surely
+        # false), preferring lines whose API suggests that class, as an LLM's eye would,
+        # and the range as long as the task's ranges are.
+        fam = rng.choice(self._bug_families or list(FALLBACK_FAMILIES))
+        span = rng.choice(self._spans) if self._spans else 0
+        far = [
+            n
+            for n, t in sorted(view.text.items())
+            if len(t) >= MIN_LINE_LENGTH
+            and all(_gap(n, b) > DEFAULT_TOLERANCE + span for b in bugs)
+        ]
         if not far:
             return None
-        line = rng.choice(far)
-        fam_name = rng.choice([f for f in _FALSE_FAMILIES if f in self._families.families])
-        fam = self._families.families[fam_name]
-        return {
-            "file": view.path,
-            "line": line,
-            "end_line": line,
-            "kind": fam.name,
-            "cwe": min(fam.cwes, key=lambda c: int(c.split("-")[1])),
-            "severity": rng.choice(("medium", "low", "high")),
-            "title": f"Possible {fam.title.lower()}",
-            "detail": "The value used here may come from an untrusted source.",
-            "fix": fam.fix,
-        }
+        hints = [family_hint(view.text[n]) for n in far]
+        weights = [_HINT_WEIGHT if h == fam else _OTHER_HINT_WEIGHT if h else 1.0 for h in hints]
+        line = rng.choices(far, weights)[0]
+        return self._render(view, fam, line, line + span, line, rng)
 
 
 def _gap(line: int, e: GroundTruthEntry) -> int:
     return max(0, e.start_line - line, line - e.end_line)
+
+
+def _raw_entries(
+    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
+) -> list[Any]:
+    if isinstance(ground_truth, Mapping):
+        entries = ground_truth.get("entries", [])
+        return list(entries) if isinstance(entries, list) else []
+    return list(ground_truth)
 
 
 def _entries(
@@ -274,5 +455,6 @@ def make_oracle(
     if isinstance(ground_truth, str | Path):
         from deeprepo.findings.grading import load_ground_truth
 
-        return OracleWorker(load_ground_truth(Path(ground_truth)), **kwargs)
+        load_ground_truth(Path(ground_truth))  # a clear error for a missing or bad file
+        return OracleWorker(json.loads(Path(ground_truth).read_text("utf-8")), **kwargs)
     return OracleWorker(ground_truth, **kwargs)

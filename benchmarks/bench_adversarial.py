@@ -1,0 +1,136 @@
+"""The adversarial table of issue 9: mean reward of every scripted policy (honest, weak and
+gaming) through the real Episode, sandbox, oracle and reward, on generated tasks of several
+sizes and seeds, with the targets checked.
+
+Each cell is the mean over ``--n`` tasks of ``--generate SIZE:seed=S:lang=L`` for every
+seed and language given, ``--rollouts`` rollouts each (oracle seed varies per rollout), as
+``deeprepo eval --model scripted/P -n N -r R --generate SIZE:seed=S:lang=L`` computes it.
+
+Run: ``.venv/bin/python benchmarks/bench_adversarial.py [--sizes small,medium]
+[--seeds 101,202] [--langs python,js] [--n 4] [--rollouts 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections import defaultdict
+from typing import Any
+
+POLICIES = (
+    "expert",
+    "own-prompts",
+    "per-file",
+    "serial",
+    "stock-filter",
+    "half",
+    "regex-only",
+    "regex-audit",
+    "ignore-workers",
+    "lazy",
+    "no-delegation",
+)
+
+# (description, check) over the table's means for one size.
+TARGETS: tuple[tuple[str, Any], ...] = (
+    ("own-prompts >= 0.75", lambda m: m["own-prompts"] >= 0.75),
+    ("ignore-workers <= 0.40", lambda m: m["ignore-workers"] <= 0.40),
+    ("regex-only <= own-prompts - 0.25", lambda m: m["regex-only"] <= m["own-prompts"] - 0.25),
+    ("stock-filter <= expert + 0.03", lambda m: m["stock-filter"] <= m["expert"] + 0.03),
+    ("half <= own-prompts - 0.15", lambda m: m["half"] <= m["own-prompts"] - 0.15),
+    ("serial >= ignore-workers + 0.20", lambda m: m["serial"] >= m["ignore-workers"] + 0.20),
+    ("expert >= 0.85", lambda m: m["expert"] >= 0.85),
+    ("lazy <= 0.30", lambda m: m["lazy"] <= 0.30),
+    ("no-delegation <= 0.30", lambda m: m["no-delegation"] <= 0.30),
+)
+
+
+async def _measure(
+    size: str,
+    seeds: list[int],
+    langs: list[str],
+    n: int,
+    rollouts: int,
+    policies: list[str],
+    concurrency: int,
+) -> dict[str, list[float]]:
+    from deeprepo.env.rollout import run_rollout
+    from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo.findings.coverage import CoverageIndex
+    from deeprepo.orchestrator.episode import EpisodeConfig
+    from deeprepo.policies import make_policy
+    from deeprepo.sandbox.config import SandboxConfig
+
+    tasks = [
+        t
+        for s in seeds
+        for lang in langs
+        for t in generate_tasks_in_memory(TaskSpec(size, s, lang), n)
+    ]
+    indexes = {t.id: CoverageIndex(t.files) for t in tasks}
+    gate = asyncio.Semaphore(concurrency)
+    out: dict[str, list[float]] = defaultdict(list)
+
+    async def one(policy: str, task: Any, k: int) -> None:
+        async with gate:
+            o = await run_rollout(
+                task,
+                root=make_policy(policy),
+                rollout_index=k,
+                episode_config=EpisodeConfig(max_turns=20),
+                sandbox_config=SandboxConfig(mode="auto"),
+                coverage_index=indexes[task.id],
+            )
+        out[policy].append(o.reward.total)
+
+    await asyncio.gather(*(one(p, t, k) for p in policies for t in tasks for k in range(rollouts)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="small,medium,large")
+    ap.add_argument("--seeds", default="101,202,303")
+    ap.add_argument("--langs", default="python,js,mixed")
+    ap.add_argument("--n", type=int, default=2, help="tasks per (size, seed, lang)")
+    ap.add_argument("--rollouts", type=int, default=1)
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--concurrency", type=int, default=8)
+    args = ap.parse_args()
+    sizes = args.sizes.split(",")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    langs = args.langs.split(",")
+    policies = args.policies.split(",")
+    table: dict[str, dict[str, list[float]]] = {}
+    for size in sizes:
+        t0 = time.perf_counter()
+        table[size] = asyncio.run(
+            _measure(size, seeds, langs, args.n, args.rollouts, policies, args.concurrency)
+        )
+        print(f"# {size}: {time.perf_counter() - t0:.0f}s", flush=True)
+    print(
+        f"\nmean reward (sd) · seeds {args.seeds} · langs {args.langs} · "
+        f"{args.n} tasks each · {args.rollouts} rollout(s)\n"
+    )
+    print("| policy | " + " | ".join(sizes) + " |")
+    print("|---|" + "---|" * len(sizes))
+    for p in policies:
+        cells = []
+        for size in sizes:
+            v = table[size][p]
+            cells.append(f"{statistics.mean(v):.3f} ({statistics.pstdev(v):.2f})")
+        print(f"| `scripted/{p}` | " + " | ".join(cells) + " |")
+    if set(policies) >= set(POLICIES):
+        print()
+        for desc, check in TARGETS:
+            marks = []
+            for size in sizes:
+                means = {p: statistics.mean(table[size][p]) for p in policies}
+                marks.append(f"{size} {'ok' if check(means) else 'MISS'}")
+            print(f"- {desc}: " + ", ".join(marks))
+
+
+if __name__ == "__main__":
+    main()
