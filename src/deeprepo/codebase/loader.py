@@ -12,15 +12,13 @@ import codecs
 import errno
 import os
 import posixpath
-import shutil
-import subprocess
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pathspec
 
+from deeprepo.codebase.git import MISSING_HINT, GitReader, TreeEntry
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
     VCS_DIRS,
@@ -32,6 +30,7 @@ from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
 from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
 from deeprepo.errors import CodebaseError
+from deeprepo.textsafe import escape_name
 
 __all__ = ["load_codebase"]
 
@@ -327,114 +326,108 @@ def _reason(exc: OSError) -> str:
 # ---------------------------------------------------------------------------- git revision
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    git = shutil.which("git")
-    if git is None:
-        raise CodebaseError(
-            "git is not installed; install git or load the directory without a revision"
-        )
-    return subprocess.run([git, *args], cwd=root, capture_output=True, check=False)
-
-
 def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
-    """Load the tree of commit ``rev`` (the part under ``root``); return the commit's full SHA."""
+    """Load the tree of commit ``rev`` (the part under ``root``); return the commit's full SHA.
+
+    git runs hardened (:mod:`deeprepo.codebase.git`): the repository's config cannot make it
+    run a command, fetch, or prompt.
+    """
     if not rev or rev.startswith("-"):
         raise CodebaseError(f"revision {rev!r} is not valid; pass a commit, branch or tag name")
-    where = _git(root, "rev-parse", "--show-prefix")
-    if where.returncode != 0:
-        said = where.stderr.decode(errors="replace").strip().splitlines()
-        raise CodebaseError(
-            f"cannot read revision {rev!r}: git says {said[-1] if said else 'nothing'!r} "
-            f"for {root}; pass a directory inside a git repository, or drop the revision"
-        )
-    prefix = where.stdout.decode().strip()
-    found = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if found.returncode != 0:
-        raise CodebaseError(
-            f"revision {rev!r} was not found in the git repository at {root}; "
-            "pass a commit, branch or tag that `git log --all --oneline` shows"
-        )
-    sha = found.stdout.decode().strip()
-    listing = _git(
-        root, "ls-tree", "--full-tree", "-r", "-z", "--long", f"{sha}:{prefix}" if prefix else sha
-    )
-    if listing.returncode != 0:
-        raise CodebaseError(
-            f"{prefix or root} does not exist in revision {rev!r}; load a directory that it holds"
-        )
+    with GitReader(root) as git:
+        where = git.run("rev-parse", "--show-prefix")
+        if where.returncode != 0:
+            raise CodebaseError(
+                f"cannot read revision {rev!r}: git says {git.last_error(where)!r} "
+                f"for {root}; pass a directory inside a git repository, or drop the revision"
+            )
+        prefix = os.fsdecode(where.stdout).removesuffix("\n")
+        sha = git.line("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+        if not sha:
+            raise CodebaseError(
+                f"revision {rev!r} was not found in the git repository at {root}; "
+                "pass a commit, branch or tag that `git log --all --oneline` shows"
+            )
+        treeish = f"{sha}:{prefix}"  # `sha:` is the top tree
+        if git.line("cat-file", "-t", treeish) != "tree":  # `sha:path^{tree}` would be a path
+            raise CodebaseError(
+                f"{escape_name(prefix) or root} does not exist in revision {rev!r}; "
+                "load a directory that it holds"
+            )
+        _note_foreign_objects(acc, git, root)
+        requests = _plan_revision(acc, git.list_tree(treeish))
+        blobs = git.cat_blobs([oid for _, oid, _ in requests], acc.max_file_bytes)
+        for (rel, _, is_link), data in zip(requests, blobs, strict=True):
+            if is_link:
+                target = posixpath.normpath(
+                    posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
+                )
+                outside = target.startswith(("/", "../")) or target == ".."
+                acc.skip(rel, "symlink-outside-root" if outside else _inside_reason(target))
+            else:
+                acc.add(rel, data)
+    acc.notes.append(f"loaded git revision {rev!r} = {sha}, not the files on disk")
+    return sha
 
-    requests: list[tuple[str, str, bool]] = []  # (path, object id, is a symlink)
+
+def _plan_revision(acc: _Accumulator, entries: list[TreeEntry]) -> list[tuple[str, str, bool]]:
+    """Which blobs to read, as (path, object id, is a symlink); record every skip."""
+    requests: list[tuple[str, str, bool]] = []
     junk: set[str] = set()
-    for record in listing.stdout.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw_path = record.partition(b"\t")
-        mode, kind, oid, size = meta.decode().split()
-        rel = _clean_name(acc, os.fsdecode(raw_path))
+    for entry in entries:
+        rel = _clean_name(acc, os.fsdecode(entry.path))
         parts = rel.split("/")
         at = next((i for i, p in enumerate(parts[:-1]) if p in JUNK_DIRS or p in VCS_DIRS), -1)
         if at >= 0:
             if parts[at] in JUNK_DIRS:
                 junk.add("/".join(parts[: at + 1]) + "/")
-        elif kind == "commit":
+        elif entry.kind == "commit":
             acc.skip(rel, "submodule")
-        elif mode == "120000":
-            requests.append((rel, oid, True))
+        elif entry.kind != "blob":
+            acc.skip(rel, f"not-a-file (git {escape_name(entry.kind)})")
+        elif entry.size is None:
+            raise CodebaseError(
+                f"git cannot read the object of {escape_name(rel)} ({entry.oid}): it is missing "
+                f"or corrupt; {MISSING_HINT}"
+            )
+        elif entry.mode == "120000":
+            requests.append((rel, entry.oid, True))
         elif has_binary_extension(rel):
             acc.skip(rel, "binary")
-        elif int(size) > acc.max_file_bytes:
-            acc.too_large(rel, int(size))
+        elif entry.size > acc.max_file_bytes:
+            acc.too_large(rel, entry.size)
         else:
-            requests.append((rel, oid, False))
+            requests.append((rel, entry.oid, False))
     for path in sorted(junk):
         acc.skip(path, "junk-directory")
-    blobs = _cat_blobs(root, [oid for _, oid, _ in requests])
-    for (rel, _, is_link), data in zip(requests, blobs, strict=True):
-        if is_link:
-            target = posixpath.normpath(
-                posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
-            )
-            outside = target.startswith(("/", "../")) or target == ".."
-            acc.skip(rel, "symlink-outside-root" if outside else _inside_reason(target))
-        else:
-            acc.add(rel, data)
-    acc.notes.append(f"loaded git revision {rev!r} = {sha}, not the files on disk")
-    return sha
+    return requests
 
 
-def _cat_blobs(root: Path, oids: list[str]) -> Iterator[bytes]:
-    """Stream blob contents from one ``git cat-file --batch`` process, in request order."""
-    if not oids:
+def _note_foreign_objects(acc: _Accumulator, git: GitReader, root: Path) -> None:
+    """Say so when git reads objects from outside the work tree around ``root``: a ``.git``
+    file (worktrees, submodules) or ``objects/info/alternates`` can point anywhere."""
+    top = git.line("rev-parse", "--show-toplevel")
+    common = git.line("rev-parse", "--git-common-dir")
+    if top is None or common is None:
         return
-    git = shutil.which("git") or "git"
-    proc = subprocess.Popen(
-        [git, "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-
-    stdin = proc.stdin
-
-    def feed() -> None:
-        # A thread writes the requests so that a full stdout pipe cannot deadlock us.
-        try:
-            stdin.write(("\n".join(oids) + "\n").encode())
-            stdin.close()
-        except OSError:  # git went away (we stopped reading); the reader reports it
-            pass
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
+    top_real = os.path.realpath(top)
+    common_real = os.path.realpath(os.path.join(root, common))
+    if not _is_within(common_real, top_real):
+        acc.notes.append(f"git objects are read from {escape_name(common_real)}, outside {top}")
     try:
-        for oid in oids:
-            header = proc.stdout.readline().split()
-            if len(header) != 3:
-                raise CodebaseError(f"git cat-file could not read object {oid}; run `git fsck`")
-            yield proc.stdout.read(int(header[2]))
-            proc.stdout.read(1)  # the newline after each object
-    finally:
-        proc.stdout.close()
-        writer.join()
-        proc.wait()
+        with open(os.path.join(common_real, "objects", "info", "alternates"), "rb") as fh:
+            lines = fh.read(65536).decode("utf-8", "replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#"):
+            where = os.path.realpath(os.path.join(common_real, "objects", line))
+            acc.notes.append(f"git objects may also be read from alternate {escape_name(where)}")
+
+
+def _is_within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
 # ---------------------------------------------------------------------------- assembly
