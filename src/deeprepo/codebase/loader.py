@@ -12,13 +12,13 @@ import codecs
 import errno
 import os
 import posixpath
+import stat
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import pathspec
-
 from deeprepo.codebase.git import MISSING_HINT, GitReader, TreeEntry
+from deeprepo.codebase.ignore import IgnoreRules
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
     VCS_DIRS,
@@ -39,12 +39,26 @@ BINARY_SNIFF_BYTES = 8192
 #: Per-file notes (e.g. decoded with replacement) beyond this many are summarised in one line.
 MAX_FILE_NOTES = 50
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+# No symlink is followed even if one replaced a file after the directory was listed, and a
+# FIFO that did cannot block the open.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+)
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 # (prefix, outer, spec): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
 # non-empty only for ignore files in directories above the root (inside the same repository).
-_Specs = tuple[tuple[str, str, pathspec.GitIgnoreSpec], ...]
+_Specs = tuple[tuple[str, str, IgnoreRules], ...]
+
+#: Ignore files bigger than this are not applied (a note says so): real ones are a few KB.
+MAX_IGNORE_FILE_BYTES = 1_000_000
+#: Rules of all ignore files of one walk together; files past this are not applied (a note
+#: says so). Every path is checked against the rules of its directories, so a hostile
+#: repository with huge ignore files everywhere would otherwise make the walk crawl.
+MAX_IGNORE_RULES = 50_000
 
 
 def load_codebase(
@@ -101,6 +115,7 @@ class _Accumulator:
         self.notes: list[str] = []
         self.file_notes: list[str] = []
         self.ignored = 0
+        self.ignore_rules = 0  # rules of the ignore files compiled so far
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append(SkippedFile(path, reason))
@@ -152,7 +167,12 @@ def _decode(data: bytes) -> str | None:
 
 def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> None:
     """Walk ``root`` with ``os.scandir`` (an explicit stack, so depth is unbounded)."""
-    specs = _enclosing_specs(acc, root) if respect_gitignore else ()
+    try:
+        specs = _enclosing_specs(acc, root) if respect_gitignore else ()
+    except _RootIgnored:  # as git sees it, every path below is ignored
+        with os.scandir(root) as it:
+            acc.ignored += sum(entry.name not in VCS_DIRS for entry in it)
+        return
     stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
     while stack:
         prefix, abs_dir, specs = stack.pop()
@@ -241,20 +261,24 @@ def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
     """
     fd = os.open(path, _OPEN_FLAGS)
     try:
-        data = os.read(fd, min(size_hint + 1, limit))
-        if len(data) == size_hint or len(data) >= limit:
-            return data
-        chunks = [data]
-        got = len(data)
-        while got < limit:
-            chunk = os.read(fd, min(limit - got, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+        return _read_fd(fd, limit, size_hint)
     finally:
         os.close(fd)
+
+
+def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
+    data = os.read(fd, min(size_hint + 1, limit))
+    if len(data) == size_hint or len(data) >= limit:
+        return data
+    chunks = [data]
+    got = len(data)
+    while got < limit:
+        chunk = os.read(fd, min(limit - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
@@ -268,41 +292,88 @@ def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
         top = parent
     inner = os.path.relpath(root, top).replace(os.sep, "/")
     outer = "" if inner == "." else inner + "/"
-    specs: list[tuple[str, str, pathspec.GitIgnoreSpec]] = []
-    exclude = _compile_ignore(acc, os.path.join(top, ".git", "info", "exclude"), "exclude")
+    specs: list[tuple[str, str, IgnoreRules]] = []
+    git_dir = os.path.join(top, ".git")
+    exclude = None
+    if os.path.isdir(git_dir) and not os.path.islink(git_dir):  # not a `.git` file or link
+        exclude = _compile_ignore(acc, os.path.join(git_dir, "info", "exclude"), "exclude")
     if exclude is not None:
         specs.append(("", outer, exclude))
     parts = outer.split("/")[:-1]
+    depths = [0] if exclude is not None else []  # the directory each file's rules start at
     for depth in range(len(parts)):  # the top itself down to root's parent
         here = os.path.join(top, *parts[:depth], ".gitignore")
         spec = _compile_ignore(acc, here, here)
         if spec is not None:
             specs.append(("", "/".join(parts[depth:]) + "/", spec))
+            depths.append(depth)
+    # The walk never enters an ignored directory; the ones between the top and root are not
+    # walked, so they are checked here, from the top down, deepest ignore file first.
+    for end in range(1, len(parts) + 1):
+        for (_, _, rules), depth in zip(reversed(specs), reversed(depths), strict=True):
+            if depth < end:
+                decision = rules.match("/".join(parts[depth:end]), True)
+                if decision is not None:
+                    if decision:
+                        raise _RootIgnored
+                    break
     return tuple(specs)
 
 
-def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> pathspec.GitIgnoreSpec | None:
-    """Compile one ignore file; a missing file gives ``None``, a broken one a note."""
+class _RootIgnored(Exception):
+    """The root, or a directory above it in its repository, is ignored."""
+
+
+def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> IgnoreRules | None:
+    """Compile one ignore file; a missing one gives ``None``, a bad line or file a note.
+
+    The file is opened without following a symlink and must be a regular file (a FIFO named
+    ``.git/info/exclude`` would block a plain ``open`` forever)."""
     try:
-        with open(abs_path, "rb") as fh:
-            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+        fd = os.open(abs_path, _OPEN_FLAGS)
     except OSError:
         return None
     try:
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
-    except ValueError as exc:
-        acc.notes.append(f"{rel} could not be parsed ({exc}); its rules were not applied")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > MAX_IGNORE_FILE_BYTES:
+            acc.notes.append(
+                f"{escape_name(rel)} is {info.st_size:,} bytes (more than "
+                f"{MAX_IGNORE_FILE_BYTES:,}); its rules were not applied"
+            )
+            return None
+        data = _read_fd(fd, MAX_IGNORE_FILE_BYTES, info.st_size)
+    except OSError:
         return None
-    return spec if len(spec) else None
+    finally:
+        os.close(fd)
+    rules = IgnoreRules(data.decode("utf-8", errors="replace").splitlines())
+    for number, line, why in rules.invalid[:3]:
+        acc.notes.append(
+            f"{escape_name(rel)} line {number} ({escape_name(line[:80])!r}) is not a valid "
+            f"pattern ({why}); that line was not applied"
+        )
+    if len(rules.invalid) > 3:
+        acc.notes.append(f"{escape_name(rel)}: {len(rules.invalid) - 3} more invalid lines")
+    if not len(rules):
+        return None
+    acc.ignore_rules += len(rules)
+    if acc.ignore_rules > MAX_IGNORE_RULES:
+        acc.notes.append(
+            f"{escape_name(rel)} was not applied: the ignore files hold more than "
+            f"{MAX_IGNORE_RULES:,} rules in all"
+        )
+        return None
+    return rules
 
 
 def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
     """Git's rule: the deepest ignore file with a matching pattern decides, last match wins."""
-    suffix = "/" if is_dir else ""
-    for prefix, outer, spec in reversed(specs):
-        result = spec.check_file(outer + rel[len(prefix) :] + suffix)
-        if result.include is not None:
-            return result.include
+    for prefix, outer, rules in reversed(specs):
+        decision = rules.match(outer + rel[len(prefix) :], is_dir)
+        if decision is not None:
+            return decision
     return False
 
 
