@@ -283,3 +283,35 @@ def test_special_files_are_skipped(tmp_path: Path) -> None:
     cb = load_codebase(tmp_path)
     assert list(cb.files) == ["ok.py"]
     assert reasons(cb) == {"pipe": "not-a-regular-file"}
+
+
+def test_hard_links_to_files_outside_the_root_are_skipped(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "credentials.txt"
+    secret.write_text("AWS_SECRET=canary-hard-link\n")
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "app.py").write_text("app = 1\n")
+    try:
+        os.link(secret, repo / "pkg" / "notes.txt")
+    except OSError as exc:
+        pytest.skip(f"cannot make hard links here: {exc}")
+    # Two names inside the root (and no other): loaded once, under the first name.
+    (repo / "a.py").write_text("shared = 1\n")
+    os.link(repo / "a.py", repo / "pkg" / "b.py")
+    # Two names inside the root, one of them ignored: the walk cannot see it, so skipped.
+    (repo / ".gitignore").write_text("ignored/\n")
+    (repo / "ignored").mkdir()
+    (repo / "c.py").write_text("c = 1\n")
+    os.link(repo / "c.py", repo / "ignored" / "c.py")
+    cb = load_codebase(repo)
+    assert sorted(cb.files) == [".gitignore", "a.py", "app.py"]
+    assert not any("canary-hard-link" in text for text in cb.files.values())
+    assert reasons(cb) == {
+        "c.py": "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)",
+        "pkg/b.py": "hard-link-inside-root (to a.py, loaded under that path)",
+        "pkg/notes.txt": (
+            "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)"
+        ),
+    }

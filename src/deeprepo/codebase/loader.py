@@ -97,6 +97,7 @@ def load_codebase(
     revision: str | None = None
     if rev is None:
         _walk_directory(acc, str(root), respect_gitignore)
+        _settle_hard_links(acc)
     else:
         revision = _read_revision(acc, root, rev)
     if not acc.files:
@@ -116,6 +117,8 @@ class _Accumulator:
         self.file_notes: list[str] = []
         self.ignored = 0
         self.ignore_rules = 0  # rules of the ignore files compiled so far
+        # (st_dev, st_ino) -> (path, absolute path, stat) of each name of a hard-linked file
+        self.hard_links: dict[tuple[int, int], list[tuple[str, str, os.stat_result]]] = {}
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append(SkippedFile(path, reason))
@@ -215,20 +218,49 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
                     else:
-                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False).st_size)
+                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False))
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
                 acc.skip(rel, f"unreadable: {_reason(exc)}")
 
 
-def _load_file(acc: _Accumulator, rel: str, abs_path: str, size: int) -> None:
+def _load_file(acc: _Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
     if has_binary_extension(rel):
         acc.skip(rel, "binary")
-    elif size > acc.max_file_bytes:
-        acc.too_large(rel, size)
+    elif st.st_size > acc.max_file_bytes:
+        acc.too_large(rel, st.st_size)
+    elif st.st_nlink > 1:
+        # A hard link: its other names may be outside the root (decided after the walk).
+        acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
     else:
-        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, size))
+        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
+
+
+def _settle_hard_links(acc: _Accumulator) -> None:
+    """Files with several names (hard links) are loaded only when every name is in the walked
+    tree, under the first name; otherwise they are skipped like a symlink that leaves the
+    root, since the other names, and whoever can write through them, may be anywhere."""
+    for names in acc.hard_links.values():
+        names.sort(key=lambda name: name[0])
+        first, abs_path, st = names[0]
+        if len(names) < st.st_nlink:
+            reason = (
+                f"hard-link ({st.st_nlink} names, {len(names)} in the loaded tree; the others "
+                "may be outside the root)"
+            )
+            for rel, _, _ in names:
+                acc.skip(rel, reason)
+            continue
+        try:
+            acc.add(first, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
+        except OSError as exc:
+            acc.skip(first, f"unreadable: {_reason(exc)}")
+            continue
+        for rel, _, _ in names[1:]:
+            acc.skip(
+                rel, f"hard-link-inside-root (to {escape_name(first)}, loaded under that path)"
+            )
 
 
 def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None:
