@@ -315,3 +315,36 @@ def test_hard_links_to_files_outside_the_root_are_skipped(tmp_path: Path) -> Non
             "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)"
         ),
     }
+
+
+def test_control_characters_in_names_are_escaped_wherever_a_name_is_shown(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "ok.py").write_text("ok = 1\n")
+    forged = "evil.txt\n  FORGED_LINE.py"
+    (repo / forged).write_text("text\n")
+    (repo / "term\x1b[2J\x1b[31m.md").write_text("# red\n")
+    (repo / "gnp.\u202eexe.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (repo / "dir\rname").mkdir()
+    (repo / "dir\rname" / "inner.py").write_text("inner = 1\n")
+    (repo / "bin\n.png").write_bytes(b"\x89PNG")
+    (repo / "latin\x9b.txt").write_bytes(b"caf\xe9\n")  # a C1 CSI in the name, bad UTF-8 in it
+    cb = load_codebase(repo)
+    # The data keeps the raw names: they are the keys the root's code reads files by.
+    assert forged in cb.files and "dir\rname/inner.py" in cb.files
+    # The tree has one line per entry: no name adds a line or carries a control character.
+    tree = cb.file_tree.splitlines()
+    assert len(tree) == 1 + 1 + len(cb.files)  # root, one directory, every file
+    assert "  evil.txt\\n  FORGED_LINE.py" in tree
+    assert "  dir\\rname/" in tree and "  term\\x1b[2J\\x1b[31m.md" in tree
+    assert "  gnp.\\u202eexe.py" in tree
+    assert not any(ch in cb.file_tree for ch in "\r\x1b\x9b\u202e")
+    md = cb.metadata
+    assert md.entry_points == ["gnp.\\u202eexe.py"]
+    assert reasons(cb) == {"bin\\n.png": "binary"}
+    assert "decoded with replacement (not valid UTF-8): latin\\x9b.txt" in md.notes
+    assert any(p == "evil.txt\\n  FORGED_LINE.py" for p, _ in md.largest_files)
+    shown = repr(md.to_dict())  # nothing raw left anywhere in the metadata
+    assert not any(ch in str(md.to_dict()) for ch in "\n\r\x1b\x9b\u202e"), shown

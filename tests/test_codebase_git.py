@@ -155,3 +155,19 @@ def test_the_canary_command_is_a_real_command(tmp_path: Path) -> None:
     canary = tmp_path / "c"
     os.system(canary_command(canary))
     assert "ran" in canary.read_text()
+
+
+def test_names_from_a_revision_are_escaped_where_shown(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a\nFORGED.py").write_text("a = 1\n")
+    os.symlink("a\nFORGED.py", repo / "link\x1b[2J")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    cb = load_codebase(repo, rev="HEAD")
+    assert list(cb.files) == ["a\nFORGED.py"]
+    assert cb.file_tree.splitlines() == ["repo/", "  a\\nFORGED.py"]
+    assert [(s.path, s.reason) for s in cb.metadata.skipped] == [
+        ("link\\x1b[2J", "symlink-inside-root (to a\\nFORGED.py, loaded under that path)")
+    ]

@@ -546,7 +546,13 @@ def codebase_from_files(
     revision: str | None = None,
 ) -> Codebase:
     """A :class:`Codebase` of in-memory files with the metadata the loader computes
-    (generated tasks, tests). ``lines`` may be passed when already counted."""
+    (generated tasks, tests). ``lines`` may be passed when already counted.
+
+    File names are untrusted: ``files`` keeps them as they are (they are data, the keys of
+    ``codebase``), but every name that is *shown* (``file_tree``, and ``root``,
+    ``largest_files``, ``entry_points``, ``skipped`` and ``notes`` in the metadata) goes
+    through :func:`~deeprepo.textsafe.escape_name`, so a newline, escape sequence or bidi
+    override in a name cannot forge lines or act on a terminal."""
     ordered = dict(sorted(files.items()))
     languages = Counter(lang for lang in map(language_of, ordered) if lang is not None)
     if lines is None:
@@ -554,17 +560,19 @@ def codebase_from_files(
             t.count("\n") + (0 if not t or t.endswith("\n") else 1) for t in ordered.values()
         )
     scopes: dict[str, str] = {p: classify_scope(p, t) for p, t in ordered.items()}
+    shown = [SkippedFile(escape_name(s.path), escape_name(s.reason)) for s in skipped]
+    # Stable sort: equal sizes stay in path order.
+    largest = sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10]
     metadata = CodebaseMetadata(
-        root=root_name,
+        root=escape_name(root_name),
         files=len(ordered),
         chars=sum(map(len, ordered.values())),
         lines=lines,
         languages=dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
-        # Stable sort: equal sizes stay in path order.
-        largest_files=sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10],
-        entry_points=find_entry_points(ordered),
-        skipped=sorted(skipped, key=lambda s: s.path),
-        notes=list(notes),
+        largest_files=[(escape_name(p), n) for p, n in largest],
+        entry_points=[escape_name(p) for p in find_entry_points(ordered)],
+        skipped=sorted(shown, key=lambda s: s.path),
+        notes=[escape_name(n) for n in notes],
         revision=revision,
         scopes=count_scopes(scopes),
     )
