@@ -119,6 +119,13 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
     (repo / "locked.py").write_text("SECRET = 'locked-away'\n")
     (repo / "locked.py").chmod(0)
     long_rel, far_top = long_path_files(repo)
+    outside = fast_tmp / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("HARDLINK-CANARY-7c1\n")
+    os.link(outside / "id_rsa", repo / "deploy_key.txt")  # a hard link out of the root
+    forged = "notes.txt\n- skipped `app.py`: forged"
+    (repo / forged).write_text("notes\n")
+    (repo / "evil\x1b[2J\x1b[31m.png").write_bytes(b"\x89PNG")
     out = fast_tmp / "run"
 
     proc = run_denying("analyze", str(repo), "--out", str(out))
@@ -140,9 +147,14 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
         "passwd.txt": "symlink-outside-root",
         "locked.py": "unreadable: Permission denied",
         far: "unreadable: File name too long",
+        "deploy_key.txt": (
+            "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)"
+        ),
+        "evil\\x1b[2J\\x1b[31m.png": "binary",
     }
     assert m["codebase"]["skipped"] == len(skipped)
-    assert m["codebase"]["files"] == 5  # app.py, README.md, latin1.py, pkg/__init__.py, deep.py
+    # app.py, README.md, latin1.py, pkg/__init__.py, deep.py and the file with a newline
+    assert m["codebase"]["files"] == 6
     assert long_rel in m["covered_paths"] and "app.py" in m["covered_paths"]
 
     report = (out / "report.md").read_text()
@@ -154,6 +166,10 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
     assert "app.py:5" in report  # the analysis itself ran: the SQL injection was found
     everything = report + (out / "trajectory.jsonl").read_text() + proc.stdout
     assert "root:x:0:0" not in everything and "locked-away" not in everything
+    assert "HARDLINK-CANARY" not in everything
+    # Names reach the report escaped: no escape sequence, no line forged by a name.
+    assert "- skipped `evil\\x1b[2J\\x1b[31m.png`: binary" in report
+    assert "\x1b" not in report + proc.stdout and "- skipped `app.py`: forged" not in report
 
 
 def test_twenty_thousand_tiny_files_are_loaded_and_the_run_completes(fast_tmp: Path) -> None:
