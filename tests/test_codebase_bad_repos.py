@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -348,3 +352,30 @@ def test_control_characters_in_names_are_escaped_wherever_a_name_is_shown(
     assert any(p == "evil.txt\\n  FORGED_LINE.py" for p, _ in md.largest_files)
     shown = repr(md.to_dict())  # nothing raw left anywhere in the metadata
     assert not any(ch in str(md.to_dict()) for ch in "\n\r\x1b\x9b\u202e"), shown
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
+def test_a_bind_mount_loop_is_walked_once(tmp_path: Path) -> None:
+    """A directory mounted inside itself (no symlink involved) is listed, not walked forever;
+    in a private user and mount namespace, so nothing outside the test sees the mount."""
+    repo = tmp_path / "repo"
+    (repo / "loop").mkdir(parents=True)
+    (repo / "app.py").write_text("app = 1\n")
+    probe = (
+        "import json, sys; from deeprepo.codebase import load_codebase; "
+        "cb = load_codebase(sys.argv[1]); "
+        "print(json.dumps([sorted(cb.files), {s.path: s.reason for s in cb.metadata.skipped}]))"
+    )
+    script = f'mount --bind "$1" "$1/loop" && exec "{sys.executable}" -c "$2" "$1"'
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(repo), probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    files, skipped = json.loads(done.stdout)
+    assert files == ["app.py"]
+    assert skipped == {"loop/": "directory-loop (already walked)"}

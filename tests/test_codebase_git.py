@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import time
 import zlib
 from pathlib import Path
 
 import pytest
 from hostile_git import canary_command, git, make_hostile
 
+from deeprepo.codebase import git as git_module
 from deeprepo.codebase import load_codebase
+from deeprepo.codebase import loader as loader_module
 from deeprepo.codebase.git import CONFIG_OVERRIDES, GitReader, git_environment
 from deeprepo.errors import CodebaseError
 
@@ -171,3 +175,40 @@ def test_names_from_a_revision_are_escaped_where_shown(tmp_path: Path) -> None:
     assert [(s.path, s.reason) for s in cb.metadata.skipped] == [
         ("link\\x1b[2J", "symlink-inside-root (to a\\nFORGED.py, loaded under that path)")
     ]
+
+
+def _git_bomb(repo: Path, levels: int) -> None:
+    """A commit whose trees share subtrees: 10**levels paths from a few hundred bytes."""
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "blob.txt").write_text("boom = 1\n")
+    oid = git(repo, "hash-object", "-w", "blob.txt")
+    kind, mode, prefix = "blob", "100644", "f"
+    for _ in range(levels):
+        listing = "".join(f"{mode} {kind} {oid}\t{prefix}{i}\n" for i in range(10))
+        done = subprocess.run(
+            ["git", "mktree"], cwd=repo, input=listing, capture_output=True, text=True, check=True
+        )
+        oid, kind, mode, prefix = done.stdout.strip(), "tree", "040000", "d"
+    commit = git(repo, "commit-tree", oid, "-m", "bomb")
+    git(repo, "update-ref", "refs/heads/bomb", commit)
+
+
+def test_a_git_bomb_is_refused_quickly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _git_bomb(tmp_path / "repo", levels=7)  # ten million paths
+    monkeypatch.setattr(git_module, "MAX_TREE_ENTRIES", 50_000)
+    started = time.perf_counter()
+    with pytest.raises(CodebaseError, match=r"lists more than 50,000 files"):
+        load_codebase(tmp_path / "repo", rev="bomb")
+    assert time.perf_counter() - started < 10
+
+
+def test_paths_sharing_one_object_read_it_once_and_count_toward_the_byte_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _git_bomb(tmp_path / "repo", levels=3)  # a thousand paths, one blob
+    cb = load_codebase(tmp_path / "repo", rev="bomb")
+    assert cb.metadata.files == 1000 and set(cb.files.values()) == {"boom = 1\n"}
+    monkeypatch.setattr(loader_module, "MAX_REVISION_BYTES", 9 * 999)
+    with pytest.raises(CodebaseError, match=r"more than 8,991 bytes of files to load"):
+        load_codebase(tmp_path / "repo", rev="bomb")

@@ -41,7 +41,14 @@ from typing import NamedTuple
 from deeprepo.errors import CodebaseError
 from deeprepo.textsafe import escape_name
 
-__all__ = ["CONFIG_OVERRIDES", "MISSING_HINT", "GitReader", "TreeEntry", "git_environment"]
+__all__ = [
+    "CONFIG_OVERRIDES",
+    "MAX_TREE_ENTRIES",
+    "MISSING_HINT",
+    "GitReader",
+    "TreeEntry",
+    "git_environment",
+]
 
 #: ``-c`` settings given to every git command; they take precedence over the repository's.
 CONFIG_OVERRIDES: tuple[str, ...] = (
@@ -60,6 +67,9 @@ CONFIG_OVERRIDES: tuple[str, ...] = (
     "fetch.recurseSubmodules=false",
     "submodule.recurse=false",
 )
+
+#: A revision listing more files than this is refused (a "git bomb" lists billions).
+MAX_TREE_ENTRIES = 1_000_000
 
 #: What to do about an object git cannot read.
 MISSING_HINT = (
@@ -172,27 +182,64 @@ class GitReader:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
         return escape_name(said[-1]) if said else "nothing"
 
-    def list_tree(self, treeish: str) -> list[TreeEntry]:
-        """Every blob, symlink and submodule under ``treeish``, recursively."""
-        done = self.run("ls-tree", "--full-tree", "-r", "-z", "--long", treeish)
-        if done.returncode != 0:
-            raise CodebaseError(
-                f"git could not list {escape_name(treeish)} in {self.root} "
-                f"(git says {self.last_error(done)!r}); {MISSING_HINT}"
+    def list_tree(self, treeish: str, max_entries: int | None = None) -> list[TreeEntry]:
+        """Every blob, symlink and submodule under ``treeish``, recursively.
+
+        Read as a stream and stopped past ``max_entries``: trees can share subtrees, so a
+        few kilobytes of objects can list billions of paths (a "git bomb")."""
+        if self._empty is None:
+            raise RuntimeError("GitReader used outside its `with` block")
+        if max_entries is None:
+            max_entries = MAX_TREE_ENTRIES
+        with tempfile.TemporaryFile() as err:
+            proc = subprocess.Popen(
+                self.command("ls-tree", "--full-tree", "-r", "-z", "--long", treeish),
+                cwd=self.root,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
             )
-        entries = []
-        for record in done.stdout.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            fields = meta.decode("ascii", "replace").split()
-            if len(fields) != 4 or not path:
+            assert proc.stdout is not None
+            entries: list[TreeEntry] = []
+            pending = b""
+            try:
+                while chunk := proc.stdout.read(1 << 16):
+                    records = (pending + chunk).split(b"\0")
+                    pending = records.pop()
+                    entries.extend(self._entry(r) for r in records if r)
+                    if len(entries) > max_entries:
+                        raise CodebaseError(
+                            f"{escape_name(treeish)} in {self.root} lists more than "
+                            f"{max_entries:,} files (trees that share subtrees can list "
+                            "billions); analyse a subdirectory of it"
+                        )
+            except BaseException:
+                proc.kill()  # stopped early: nothing more is wanted from it
+                raise
+            finally:
+                proc.stdout.close()
+                returncode = proc.wait()
+            if pending:
+                entries.append(self._entry(pending))
+            if returncode != 0:
+                err.seek(0)
+                said = err.read(1 << 16).decode("utf-8", "replace").strip().splitlines()
                 raise CodebaseError(
-                    f"git printed an unexpected tree record for {self.root}; {MISSING_HINT}"
+                    f"git could not list {escape_name(treeish)} in {self.root} (git says "
+                    f"{escape_name(said[-1]) if said else 'nothing'!r}); {MISSING_HINT}"
                 )
-            mode, kind, oid, size = fields
-            entries.append(TreeEntry(mode, kind, oid, int(size) if size.isdigit() else None, path))
         return entries
+
+    def _entry(self, record: bytes) -> TreeEntry:
+        meta, _, path = record.partition(b"\t")
+        fields = meta.decode("ascii", "replace").split()
+        if len(fields) != 4 or not path:
+            raise CodebaseError(
+                f"git printed an unexpected tree record for {self.root}; {MISSING_HINT}"
+            )
+        mode, kind, oid, size = fields
+        return TreeEntry(mode, kind, oid, int(size) if size.isdigit() else None, path)
 
     def cat_blobs(self, oids: Sequence[str], max_bytes: int) -> Iterator[bytes]:
         """Stream blob contents from one ``git cat-file --batch`` process, in request order.

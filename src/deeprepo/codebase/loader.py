@@ -59,6 +59,9 @@ MAX_IGNORE_FILE_BYTES = 1_000_000
 #: says so). Every path is checked against the rules of its directories, so a hostile
 #: repository with huge ignore files everywhere would otherwise make the walk crawl.
 MAX_IGNORE_RULES = 50_000
+#: A git revision whose files to load add up to more than this is refused: trees can share
+#: subtrees and blobs, so a small repository can list terabytes ("git bomb").
+MAX_REVISION_BYTES = 4_000_000_000
 
 
 def load_codebase(
@@ -177,6 +180,8 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
             acc.ignored += sum(entry.name not in VCS_DIRS for entry in it)
         return
     stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
+    top = os.stat(root)
+    seen_dirs = {(top.st_dev, top.st_ino)}  # no symlink is followed, but mounts can loop
     while stack:
         prefix, abs_dir, specs = stack.pop()
         try:
@@ -213,7 +218,12 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     elif specs and _ignored(specs, rel, True):
                         acc.ignored += 1
                     else:
-                        stack.append((rel + "/", entry.path, specs))
+                        st = entry.stat(follow_symlinks=False)
+                        if (st.st_dev, st.st_ino) in seen_dirs:  # a bind mount of an ancestor
+                            acc.skip(rel + "/", "directory-loop (already walked)")
+                        else:
+                            seen_dirs.add((st.st_dev, st.st_ino))
+                            stack.append((rel + "/", entry.path, specs))
                 elif entry.is_file(follow_symlinks=False):
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
@@ -459,8 +469,11 @@ def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
             )
         _note_foreign_objects(acc, git, root)
         requests = _plan_revision(acc, git.list_tree(treeish))
-        blobs = git.cat_blobs([oid for _, oid, _ in requests], acc.max_file_bytes)
-        for (rel, _, is_link), data in zip(requests, blobs, strict=True):
+        # Each distinct object is read once, however many paths share it.
+        unique = list(dict.fromkeys(oid for _, oid, _ in requests))
+        blobs = dict(zip(unique, git.cat_blobs(unique, acc.max_file_bytes), strict=True))
+        for rel, oid, is_link in requests:
+            data = blobs[oid]
             if is_link:
                 target = posixpath.normpath(
                     posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
@@ -477,6 +490,7 @@ def _plan_revision(acc: _Accumulator, entries: list[TreeEntry]) -> list[tuple[st
     """Which blobs to read, as (path, object id, is a symlink); record every skip."""
     requests: list[tuple[str, str, bool]] = []
     junk: set[str] = set()
+    total = 0
     for entry in entries:
         rel = _clean_name(acc, os.fsdecode(entry.path))
         parts = rel.split("/")
@@ -501,6 +515,12 @@ def _plan_revision(acc: _Accumulator, entries: list[TreeEntry]) -> list[tuple[st
             acc.too_large(rel, entry.size)
         else:
             requests.append((rel, entry.oid, False))
+            total += entry.size
+            if total > MAX_REVISION_BYTES:
+                raise CodebaseError(
+                    f"the revision holds more than {MAX_REVISION_BYTES:,} bytes of files to "
+                    "load (paths can share objects); analyse a subdirectory of it"
+                )
     for path in sorted(junk):
         acc.skip(path, "junk-directory")
     return requests
