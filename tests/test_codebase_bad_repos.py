@@ -379,3 +379,19 @@ def test_a_bind_mount_loop_is_walked_once(tmp_path: Path) -> None:
     files, skipped = json.loads(done.stdout)
     assert files == ["app.py"]
     assert skipped == {"loop/": "directory-loop (already walked)"}
+
+
+def test_names_that_are_not_utf8_and_collide_once_cleaned_are_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    base = os.fsencode(tmp_path)
+    for raw, text in ((b"a\xff.py", b"first = 1\n"), (b"a\xfe.py", b"second = 2\n")):
+        with open(os.path.join(base, raw), "wb") as fh:
+            fh.write(text)
+    cb = load_codebase(tmp_path)
+    assert list(cb.files) == ["a\ufffd.py"]
+    assert cb.files["a\ufffd.py"] in ("first = 1\n", "second = 2\n")
+    assert reasons(cb) == {
+        "a\ufffd.py": "name-collision (another file shows the same name; not loaded)"
+    }
+    assert cb.metadata.lines == 1

@@ -131,6 +131,9 @@ class _Accumulator:
 
     def add(self, path: str, data: bytes) -> None:
         """Decode ``data`` and keep it, or record why not (binary, too large)."""
+        if path in self.files:  # two names that differ only in bytes that are not UTF-8
+            self.skip(path, "name-collision (another file shows the same name; not loaded)")
+            return
         if len(data) > self.max_file_bytes:
             self.too_large(path, len(data))
             return
