@@ -212,3 +212,31 @@ def test_paths_sharing_one_object_read_it_once_and_count_toward_the_byte_cap(
     monkeypatch.setattr(loader_module, "MAX_REVISION_BYTES", 9 * 999)
     with pytest.raises(CodebaseError, match=r"more than 8,991 bytes of files to load"):
         load_codebase(tmp_path / "repo", rev="bomb")
+
+
+def test_a_fifo_in_the_git_directory_cannot_hang_the_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("needs mkfifo")
+    monkeypatch.setattr(git_module, "GIT_IDLE_TIMEOUT_S", 1.0)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.py").write_text("a = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    oid = git(repo, "rev-parse", "HEAD:a.py")
+    loose = repo / ".git" / "objects" / oid[:2] / oid[2:]
+    loose.unlink()
+    os.mkfifo(loose)  # git's read of the object blocks forever
+    started = time.perf_counter()
+    with pytest.raises(CodebaseError, match=r"git stopped answering \(ls-tree, 1 s"):
+        load_codebase(repo, rev="HEAD")
+    loose.unlink()
+    os.mkfifo(repo / ".git" / "objects" / "info" / "alternates")
+    (repo / ".git" / "config").rename(repo / ".git" / "config.real")
+    os.mkfifo(repo / ".git" / "config")
+    with pytest.raises(CodebaseError, match=r"git stopped answering \(rev-parse"):
+        load_codebase(repo, rev="HEAD")
+    assert time.perf_counter() - started < 15

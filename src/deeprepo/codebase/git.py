@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -70,6 +71,10 @@ CONFIG_OVERRIDES: tuple[str, ...] = (
 
 #: A revision listing more files than this is refused (a "git bomb" lists billions).
 MAX_TREE_ENTRIES = 1_000_000
+
+#: A git command that makes no progress for this long is killed: a FIFO or device in the
+#: `.git` directory (a loose object, the config, HEAD) blocks git's read forever.
+GIT_IDLE_TIMEOUT_S = 30.0
 
 #: What to do about an object git cannot read.
 MISSING_HINT = (
@@ -160,13 +165,24 @@ class GitReader:
     def run(self, *args: str) -> subprocess.CompletedProcess[bytes]:
         if self._empty is None:
             raise RuntimeError("GitReader used outside its `with` block")
-        return subprocess.run(
-            self.command(*args),
-            cwd=self.root,
-            env=self._env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
+        try:
+            return subprocess.run(
+                self.command(*args),
+                cwd=self.root,
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=False,
+                timeout=GIT_IDLE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise self._stalled(args[0]) from None
+
+    def _stalled(self, what: str) -> CodebaseError:
+        return CodebaseError(
+            f"git stopped answering ({what}, {GIT_IDLE_TIMEOUT_S:g} s without progress) in "
+            f"{self.root}: something in its .git directory blocks reading (a FIFO or device "
+            f"where a file should be?); {MISSING_HINT}"
         )
 
     def line(self, *args: str) -> str | None:
@@ -203,8 +219,10 @@ class GitReader:
             assert proc.stdout is not None
             entries: list[TreeEntry] = []
             pending = b""
+            watchdog = _Watchdog(proc)
             try:
                 while chunk := proc.stdout.read(1 << 16):
+                    watchdog.touch()
                     records = (pending + chunk).split(b"\0")
                     pending = records.pop()
                     entries.extend(self._entry(r) for r in records if r)
@@ -218,8 +236,11 @@ class GitReader:
                 proc.kill()  # stopped early: nothing more is wanted from it
                 raise
             finally:
+                watchdog.stop()
                 proc.stdout.close()
                 returncode = proc.wait()
+            if watchdog.fired:
+                raise self._stalled("ls-tree")
             if pending:
                 entries.append(self._entry(pending))
             if returncode != 0:
@@ -272,9 +293,13 @@ class GitReader:
 
         writer = threading.Thread(target=feed, daemon=True)
         writer.start()
+        watchdog = _Watchdog(proc)
         try:
             for oid in oids:
                 header = stdout.readline(200).split()
+                watchdog.touch()
+                if watchdog.fired:
+                    raise self._stalled("cat-file")
                 if len(header) != 3 or header[1] != b"blob" or not header[2].isdigit():
                     raise CodebaseError(
                         f"git cannot read object {oid} of {self.root} (missing or corrupt); "
@@ -287,14 +312,42 @@ class GitReader:
                         f"tree lists; {MISSING_HINT}"
                     )
                 data = stdout.read(size)
+                if watchdog.fired:
+                    raise self._stalled("cat-file")
                 if len(data) != size or stdout.read(1) != b"\n":
                     raise CodebaseError(
                         f"git stopped while reading object {oid} of {self.root}; {MISSING_HINT}"
                     )
                 yield data
         finally:
+            watchdog.stop()
             if proc.poll() is None:
                 proc.kill()  # stopped early: nothing more is wanted from it
             stdout.close()
             writer.join()
             proc.wait()
+
+
+class _Watchdog:
+    """Kills ``proc`` when :meth:`touch` has not been called for ``GIT_IDLE_TIMEOUT_S``."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.fired = False
+        self._last = time.monotonic()
+        self._done = threading.Event()
+        self._limit = GIT_IDLE_TIMEOUT_S
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def stop(self) -> None:
+        self._done.set()
+
+    def _watch(self) -> None:
+        while not self._done.wait(min(1.0, self._limit / 4)):
+            if time.monotonic() - self._last > self._limit:
+                self.fired = True
+                self.proc.kill()
+                return

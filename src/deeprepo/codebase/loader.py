@@ -540,16 +540,24 @@ def _note_foreign_objects(acc: _Accumulator, git: GitReader, root: Path) -> None
     common_real = os.path.realpath(os.path.join(root, common))
     if not _is_within(common_real, top_real):
         acc.notes.append(f"git objects are read from {escape_name(common_real)}, outside {top}")
-    try:
-        with open(os.path.join(common_real, "objects", "info", "alternates"), "rb") as fh:
-            lines = fh.read(65536).decode("utf-8", "replace").splitlines()
+    try:  # not through a symlink, and not a FIFO (that would block)
+        fd = os.open(os.path.join(common_real, "objects", "info", "alternates"), _OPEN_FLAGS)
     except OSError:
         return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        lines = os.read(fd, 65536).decode("utf-8", "replace").splitlines()
+    finally:
+        os.close(fd)
     for line in lines:
         line = line.strip()
         if line and not line.startswith("#"):
             where = os.path.realpath(os.path.join(common_real, "objects", line))
-            acc.notes.append(f"git objects may also be read from alternate {escape_name(where)}")
+            if os.path.isdir(where):  # only what git can use; never a line of some other file
+                acc.notes.append(
+                    f"git objects may also be read from alternate {escape_name(where)}"
+                )
 
 
 def _is_within(path: str, top: str) -> bool:
