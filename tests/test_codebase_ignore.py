@@ -102,10 +102,12 @@ def test_invalid_lines_are_skipped_with_a_note_and_the_rest_applies(tmp_path: Pa
     cb = load_codebase(tmp_path)
     assert sorted(cb.files) == [".gitignore", "a.py"]
     notes = [n for n in cb.metadata.notes if "is not a valid pattern" in n]
-    assert [n.split(" (")[0] for n in notes] == [
-        ".gitignore line 2",
-        ".gitignore line 3",
-        ".gitignore line 4",
+    assert notes == [
+        ".gitignore line 2 is not a valid pattern (reversed range z-a); that line was not applied",
+        ".gitignore line 3 is not a valid pattern (a pattern cannot end with a backslash); "
+        "that line was not applied",
+        ".gitignore line 4 is not a valid pattern (unknown character class [:nope:]); "
+        "that line was not applied",
     ]
 
 

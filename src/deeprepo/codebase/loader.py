@@ -394,10 +394,11 @@ def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> IgnoreRules |
     finally:
         os.close(fd)
     rules = IgnoreRules(data.decode("utf-8", errors="replace").splitlines())
-    for number, line, why in rules.invalid[:3]:
+    for number, _, why in rules.invalid[:3]:
+        # The line itself is not quoted: an ignore file hard-linked to a secret would leak it.
         acc.notes.append(
-            f"{escape_name(rel)} line {number} ({escape_name(line[:80])!r}) is not a valid "
-            f"pattern ({why}); that line was not applied"
+            f"{escape_name(rel)} line {number} is not a valid pattern ({why}); "
+            "that line was not applied"
         )
     if len(rules.invalid) > 3:
         acc.notes.append(f"{escape_name(rel)}: {len(rules.invalid) - 3} more invalid lines")
