@@ -184,7 +184,8 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
         return
     stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
     top = os.stat(root)
-    seen_dirs = {(top.st_dev, top.st_ino)}  # no symlink is followed, but mounts can loop
+    # No symlink is followed, but mounts can loop.
+    seen_dirs: set[tuple[int, int] | None] = {(top.st_dev, top.st_ino)}
     while stack:
         prefix, abs_dir, specs = stack.pop()
         try:
@@ -221,11 +222,11 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     elif specs and _ignored(specs, rel, True):
                         acc.ignored += 1
                     else:
-                        st = entry.stat(follow_symlinks=False)
-                        if (st.st_dev, st.st_ino) in seen_dirs:  # a bind mount of an ancestor
+                        key = _dir_key(entry)
+                        if key is not None and key in seen_dirs:  # a bind mount, say
                             acc.skip(rel + "/", "directory-loop (already walked)")
                         else:
-                            seen_dirs.add((st.st_dev, st.st_ino))
+                            seen_dirs.add(key)
                             stack.append((rel + "/", entry.path, specs))
                 elif entry.is_file(follow_symlinks=False):
                     if specs and _ignored(specs, rel, False):
@@ -236,6 +237,16 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
                 acc.skip(rel, f"unreadable: {_reason(exc)}")
+
+
+def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    """(device, inode) of a directory; ``None`` when it cannot be stat'ed (the listing that
+    follows reports why)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _load_file(acc: _Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
