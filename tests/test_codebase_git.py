@@ -134,10 +134,10 @@ def test_git_runs_with_an_allow_listed_environment(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-canary")
     monkeypatch.setenv("GIT_DIR", "/elsewhere")
-    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")
     env = git_environment(str(tmp_path))
-    assert "OPENAI_API_KEY" not in env and "GIT_DIR" not in env
-    assert env["LANG"] == "C.UTF-8"
+    assert "OPENAI_API_KEY" not in env and "GIT_DIR" not in env and "LANG" not in env
+    assert env["LC_ALL"] == "C"
     assert env["PATH"] == env["GIT_EXEC_PATH"] == env["HOME"] == str(tmp_path)
     assert env["GIT_ALLOW_PROTOCOL"] == "" and env["GIT_CONFIG_GLOBAL"] == os.devnull
     assert "core.sshCommand=false" in CONFIG_OVERRIDES
@@ -240,3 +240,17 @@ def test_a_fifo_in_the_git_directory_cannot_hang_the_load(
     with pytest.raises(CodebaseError, match=r"git stopped answering \(rev-parse"):
         load_codebase(repo, rev="HEAD")
     assert time.perf_counter() - started < 15
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")
+def test_a_repository_of_another_user_is_a_clear_error(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.py").write_text("a = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    for path in [repo, *repo.rglob("*")]:
+        os.lchown(path, 4321, 4321)
+    with pytest.raises(CodebaseError, match=r"^git refuses to read .* belongs to another user"):
+        load_codebase(repo, rev="HEAD")

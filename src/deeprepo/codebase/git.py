@@ -83,15 +83,13 @@ MISSING_HINT = (
     "directory without --rev"
 )
 
-#: Variables copied from deeprepo's environment when set (locale only: messages stay readable).
-_PASSED_THROUGH = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
-
 
 def git_environment(empty_dir: str) -> dict[str, str]:
-    """The whole environment of a git command; ``empty_dir`` is a private, empty directory."""
-    env = {name: os.environ[name] for name in _PASSED_THROUGH if name in os.environ}
-    env.update(
+    """The whole environment of a git command; ``empty_dir`` is a private, empty directory.
+    Nothing is copied from deeprepo's own environment."""
+    return dict(
         {
+            "LC_ALL": "C",  # git's messages in English: a few are recognised
             "PATH": empty_dir,
             "GIT_EXEC_PATH": empty_dir,
             "HOME": empty_dir,
@@ -109,7 +107,6 @@ def git_environment(empty_dir: str) -> dict[str, str]:
             "GIT_OPTIONAL_LOCKS": "0",
         }
     )
-    return env
 
 
 class TreeEntry(NamedTuple):

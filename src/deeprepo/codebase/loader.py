@@ -464,6 +464,13 @@ def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
         raise CodebaseError(f"revision {rev!r} is not valid; pass a commit, branch or tag name")
     with GitReader(root) as git:
         where = git.run("rev-parse", "--show-prefix")
+        if where.returncode != 0 and b"dubious ownership" in where.stderr:
+            raise CodebaseError(
+                f"git refuses to read {root}: it belongs to another user (git's safe.directory "
+                "check, which deeprepo keeps; it reads no git config of yours, so an exception "
+                "there does not apply); run deeprepo as the repository's owner, or analyse the "
+                "files on disk without --rev"
+            )
         if where.returncode != 0:
             raise CodebaseError(
                 f"cannot read revision {rev!r}: git says {git.last_error(where)!r} "
