@@ -15,7 +15,7 @@ from hostile_git import canary_command, git, make_hostile
 
 from deeprepo.codebase import git as git_module
 from deeprepo.codebase import load_codebase
-from deeprepo.codebase import loader as loader_module
+from deeprepo.codebase import revision as revision_module
 from deeprepo.codebase.git import CONFIG_OVERRIDES, GitReader, git_environment
 from deeprepo.errors import CodebaseError
 
@@ -209,7 +209,7 @@ def test_paths_sharing_one_object_read_it_once_and_count_toward_the_byte_cap(
     _git_bomb(tmp_path / "repo", levels=3)  # a thousand paths, one blob
     cb = load_codebase(tmp_path / "repo", rev="bomb")
     assert cb.metadata.files == 1000 and set(cb.files.values()) == {"boom = 1\n"}
-    monkeypatch.setattr(loader_module, "MAX_REVISION_BYTES", 9 * 999)
+    monkeypatch.setattr(revision_module, "MAX_REVISION_BYTES", 9 * 999)
     with pytest.raises(CodebaseError, match=r"more than 8,991 bytes of files to load"):
         load_codebase(tmp_path / "repo", rev="bomb")
 

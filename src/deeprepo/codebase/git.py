@@ -87,26 +87,24 @@ MISSING_HINT = (
 def git_environment(empty_dir: str) -> dict[str, str]:
     """The whole environment of a git command; ``empty_dir`` is a private, empty directory.
     Nothing is copied from deeprepo's own environment."""
-    return dict(
-        {
-            "LC_ALL": "C",  # git's messages in English: a few are recognised
-            "PATH": empty_dir,
-            "GIT_EXEC_PATH": empty_dir,
-            "HOME": empty_dir,
-            "XDG_CONFIG_HOME": empty_dir,
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_SYSTEM": os.devnull,
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_ATTR_NOSYSTEM": "1",
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_ASKPASS": "",  # set but empty: git neither runs core.askPass nor SSH_ASKPASS
-            "GIT_ALLOW_PROTOCOL": "",  # no transport at all (file, ssh, http, ext …)
-            "GIT_PROTOCOL_FROM_USER": "0",
-            "GIT_NO_LAZY_FETCH": "1",
-            "GIT_NO_REPLACE_OBJECTS": "1",
-            "GIT_OPTIONAL_LOCKS": "0",
-        }
-    )
+    return {
+        "LC_ALL": "C",  # git's messages in English: a few are recognised
+        "PATH": empty_dir,
+        "GIT_EXEC_PATH": empty_dir,
+        "HOME": empty_dir,
+        "XDG_CONFIG_HOME": empty_dir,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_SYSTEM": os.devnull,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "",  # set but empty: git neither runs core.askPass nor SSH_ASKPASS
+        "GIT_ALLOW_PROTOCOL": "",  # no transport at all (file, ssh, http, ext …)
+        "GIT_PROTOCOL_FROM_USER": "0",
+        "GIT_NO_LAZY_FETCH": "1",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
 
 
 class TreeEntry(NamedTuple):

@@ -1,23 +1,30 @@
 """Load a local directory, or a git revision of one, into a :class:`Codebase`.
 
-Only text the analysis can use is loaded: ``.gitignore`` rules, version-control and junk
-directories, binary and oversized files, and symlinks (never followed) are skipped, and every
-skip the user may care about is listed in ``metadata.skipped`` with its reason. Nothing here runs
-the repository's code, and git is only read (``ls-tree``/``cat-file``), never checked out.
+Only text the analysis can use is loaded: ``.gitignore`` rules (:mod:`.ignore`), version-control
+and junk directories, binary and oversized files, symlinks (never followed) and hard links whose
+other names may be outside the root are skipped, and every skip the user may care about is
+listed in ``metadata.skipped`` with its reason. Nothing here runs the repository's code; a git
+revision is read by :mod:`.revision` with hardened git, never checked out. Names are shown
+escaped (:mod:`deeprepo.textsafe`) in ``file_tree`` and the metadata, and kept raw as the keys
+of ``codebase``.
 """
 
 from __future__ import annotations
 
-import codecs
 import errno
 import os
-import posixpath
 import stat
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from deeprepo.codebase.git import MISSING_HINT, GitReader, TreeEntry
+from deeprepo.codebase.collect import (
+    OPEN_FLAGS,
+    Accumulator,
+    clean_name,
+    inside_reason,
+    os_reason,
+)
 from deeprepo.codebase.ignore import IgnoreRules
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
@@ -27,6 +34,7 @@ from deeprepo.codebase.languages import (
     language_of,
 )
 from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
+from deeprepo.codebase.revision import read_revision
 from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
 from deeprepo.errors import CodebaseError
@@ -34,22 +42,10 @@ from deeprepo.textsafe import escape_name
 
 __all__ = ["load_codebase"]
 
-#: Bytes inspected for a NUL when deciding that a file is binary (git uses the same 8 KiB).
-BINARY_SNIFF_BYTES = 8192
 #: Per-file notes (e.g. decoded with replacement) beyond this many are summarised in one line.
 MAX_FILE_NOTES = 50
 
-# No symlink is followed even if one replaced a file after the directory was listed, and a
-# FIFO that did cannot block the open.
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-    | getattr(os, "O_NOFOLLOW", 0)
-)
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-
-# (prefix, outer, spec): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
+# (prefix, outer, rules): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
 # non-empty only for ignore files in directories above the root (inside the same repository).
 _Specs = tuple[tuple[str, str, IgnoreRules], ...]
 
@@ -59,9 +55,6 @@ MAX_IGNORE_FILE_BYTES = 1_000_000
 #: says so). Every path is checked against the rules of its directories, so a hostile
 #: repository with huge ignore files everywhere would otherwise make the walk crawl.
 MAX_IGNORE_RULES = 50_000
-#: A git revision whose files to load add up to more than this is refused: trees can share
-#: subtrees and blobs, so a small repository can list terabytes ("git bomb").
-MAX_REVISION_BYTES = 4_000_000_000
 
 
 def load_codebase(
@@ -96,85 +89,22 @@ def load_codebase(
         raise CodebaseError(f"{path} is not a directory; pass the repository's directory")
     root = Path(os.path.realpath(root))
 
-    acc = _Accumulator(max_file_bytes)
+    acc = Accumulator(max_file_bytes)
     revision: str | None = None
     if rev is None:
         _walk_directory(acc, str(root), respect_gitignore)
         _settle_hard_links(acc)
     else:
-        revision = _read_revision(acc, root, rev)
+        revision = read_revision(acc, root, rev)
     if not acc.files:
         raise CodebaseError(_empty_message(path, acc))
     return _assemble(root.name or str(root), acc, revision)
 
 
-class _Accumulator:
-    """What a walk collects: texts, skips and notes, plus the checks every file goes through."""
-
-    def __init__(self, max_file_bytes: int) -> None:
-        self.max_file_bytes = max_file_bytes
-        self.files: dict[str, str] = {}
-        self.lines = 0
-        self.skipped: list[SkippedFile] = []
-        self.notes: list[str] = []
-        self.file_notes: list[str] = []
-        self.ignored = 0
-        self.ignore_rules = 0  # rules of the ignore files compiled so far
-        # (st_dev, st_ino) -> (path, absolute path, stat) of each name of a hard-linked file
-        self.hard_links: dict[tuple[int, int], list[tuple[str, str, os.stat_result]]] = {}
-
-    def skip(self, path: str, reason: str) -> None:
-        self.skipped.append(SkippedFile(path, reason))
-
-    def too_large(self, path: str, size: int) -> None:
-        self.skip(path, f"too-large ({size:,} bytes > {self.max_file_bytes:,})")
-
-    def add(self, path: str, data: bytes) -> None:
-        """Decode ``data`` and keep it, or record why not (binary, too large)."""
-        if path in self.files:  # two names that differ only in bytes that are not UTF-8
-            self.skip(path, "name-collision (another file shows the same name; not loaded)")
-            return
-        if len(data) > self.max_file_bytes:
-            self.too_large(path, len(data))
-            return
-        text: str | None = None
-        newlines = -1  # counted on the bytes where that is exact: faster than on the str
-        if data[:2] in _UTF16_BOMS:
-            # UTF-16 text is full of NULs; its BOM is the only sign it is text.
-            try:
-                text = data.decode("utf-16")
-                self.file_notes.append(f"decoded as UTF-16: {path}")
-            except UnicodeDecodeError:
-                text = None
-        if text is None:
-            if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) != -1:
-                self.skip(path, "binary")
-                return
-            text = _decode(data)
-            if text is None:
-                text = data.decode("utf-8", errors="replace")
-                self.file_notes.append(f"decoded with replacement (not valid UTF-8): {path}")
-            newlines = data.count(b"\n")  # in UTF-8 a 0x0A byte is always a newline
-        if newlines < 0:
-            newlines = text.count("\n")
-        self.files[path] = text
-        self.lines += newlines + (0 if not text or text.endswith("\n") else 1)
-
-
-def _decode(data: bytes) -> str | None:
-    """Strict UTF-8 (a leading BOM dropped), or ``None`` when the bytes are not UTF-8."""
-    try:
-        if data.startswith(codecs.BOM_UTF8):
-            return data.decode("utf-8-sig")
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 # ---------------------------------------------------------------------------- directory walk
 
 
-def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> None:
+def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool) -> None:
     """Walk ``root`` with ``os.scandir`` (an explicit stack, so depth is unbounded)."""
     try:
         specs = _enclosing_specs(acc, root) if respect_gitignore else ()
@@ -196,7 +126,7 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                 raise CodebaseError(
                     f"cannot read {root}: {exc.strerror or exc}; check its permissions"
                 ) from exc
-            acc.skip(prefix, f"unreadable: {_reason(exc)}")
+            acc.skip(prefix, f"unreadable: {os_reason(exc)}")
             continue
         if respect_gitignore:
             for entry in entries:
@@ -207,7 +137,7 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     break
         for entry in entries:
             name = entry.name
-            rel = _clean_name(acc, prefix + name)
+            rel = clean_name(acc, prefix + name)
             try:
                 if name in VCS_DIRS:  # also a `.git` file, as in worktrees and submodules
                     continue
@@ -236,7 +166,7 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
-                acc.skip(rel, f"unreadable: {_reason(exc)}")
+                acc.skip(rel, f"unreadable: {os_reason(exc)}")
 
 
 def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
@@ -249,7 +179,7 @@ def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _load_file(acc: _Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
+def _load_file(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
     if has_binary_extension(rel):
         acc.skip(rel, "binary")
     elif st.st_size > acc.max_file_bytes:
@@ -261,7 +191,7 @@ def _load_file(acc: _Accumulator, rel: str, abs_path: str, st: os.stat_result) -
         acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
 
 
-def _settle_hard_links(acc: _Accumulator) -> None:
+def _settle_hard_links(acc: Accumulator) -> None:
     """Files with several names (hard links) are loaded only when every name is in the walked
     tree, under the first name; otherwise they are skipped like a symlink that leaves the
     root, since the other names, and whoever can write through them, may be anywhere."""
@@ -279,7 +209,7 @@ def _settle_hard_links(acc: _Accumulator) -> None:
         try:
             acc.add(first, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
         except OSError as exc:
-            acc.skip(first, f"unreadable: {_reason(exc)}")
+            acc.skip(first, f"unreadable: {os_reason(exc)}")
             continue
         for rel, _, _ in names[1:]:
             acc.skip(
@@ -287,7 +217,7 @@ def _settle_hard_links(acc: _Accumulator) -> None:
             )
 
 
-def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None:
+def _load_symlink(acc: Accumulator, rel: str, abs_path: str, root: str) -> None:
     """Symlinks are never followed; say why each one was skipped."""
     try:
         os.stat(abs_path)
@@ -298,13 +228,7 @@ def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None
     if target != root and not target.startswith(root + os.sep):
         acc.skip(rel, "symlink-outside-root")
     else:
-        acc.skip(rel, _inside_reason(Path(os.path.relpath(target, root)).as_posix()))
-
-
-def _inside_reason(target: str) -> str:
-    # The target is loaded under its own path; following the link too would make the
-    # workers read (and bill for) the same text twice, and directory links can loop.
-    return f"symlink-inside-root (to {target}, loaded under that path)"
+        acc.skip(rel, inside_reason(Path(os.path.relpath(target, root)).as_posix()))
 
 
 def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
@@ -315,7 +239,7 @@ def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
     takes the loop, and no read asks for more than it can use: big spare buffers fragment the
     heap and once doubled the resident memory.
     """
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = os.open(path, OPEN_FLAGS)
     try:
         return _read_fd(fd, limit, size_hint)
     finally:
@@ -337,7 +261,7 @@ def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
     return b"".join(chunks)
 
 
-def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
+def _enclosing_specs(acc: Accumulator, root: str) -> _Specs:
     """Ignore rules that reach ``root`` from its repository: ``.git/info/exclude`` and the
     ``.gitignore`` files of the directories between the repository's top and ``root``."""
     top = root
@@ -380,13 +304,13 @@ class _RootIgnored(Exception):
     """The root, or a directory above it in its repository, is ignored."""
 
 
-def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> IgnoreRules | None:
+def _compile_ignore(acc: Accumulator, abs_path: str, rel: str) -> IgnoreRules | None:
     """Compile one ignore file; a missing one gives ``None``, a bad line or file a note.
 
     The file is opened without following a symlink and must be a regular file (a FIFO named
     ``.git/info/exclude`` would block a plain ``open`` forever)."""
     try:
-        fd = os.open(abs_path, _OPEN_FLAGS)
+        fd = os.open(abs_path, OPEN_FLAGS)
     except OSError:
         return None
     try:
@@ -432,155 +356,6 @@ def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
         if decision is not None:
             return decision
     return False
-
-
-def _clean_name(acc: _Accumulator, rel: str) -> str:
-    """File names that are not valid UTF-8 get replacement characters (JSON needs valid text)."""
-    if rel.isascii():
-        return rel
-    try:
-        rel.encode("utf-8")
-        return rel
-    except UnicodeEncodeError:
-        clean = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        acc.file_notes.append(f"file name is not valid UTF-8, shown with replacements: {clean}")
-        return clean
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
-
-
-# ---------------------------------------------------------------------------- git revision
-
-
-def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
-    """Load the tree of commit ``rev`` (the part under ``root``); return the commit's full SHA.
-
-    git runs hardened (:mod:`deeprepo.codebase.git`): the repository's config cannot make it
-    run a command, fetch, or prompt.
-    """
-    if not rev or rev.startswith("-"):
-        raise CodebaseError(f"revision {rev!r} is not valid; pass a commit, branch or tag name")
-    with GitReader(root) as git:
-        where = git.run("rev-parse", "--show-prefix")
-        if where.returncode != 0 and b"dubious ownership" in where.stderr:
-            raise CodebaseError(
-                f"git refuses to read {root}: it belongs to another user (git's safe.directory "
-                "check, which deeprepo keeps; it reads no git config of yours, so an exception "
-                "there does not apply); run deeprepo as the repository's owner, or analyse the "
-                "files on disk without --rev"
-            )
-        if where.returncode != 0:
-            raise CodebaseError(
-                f"cannot read revision {rev!r}: git says {git.last_error(where)!r} "
-                f"for {root}; pass a directory inside a git repository, or drop the revision"
-            )
-        prefix = os.fsdecode(where.stdout).removesuffix("\n")
-        sha = git.line("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-        if not sha:
-            raise CodebaseError(
-                f"revision {rev!r} was not found in the git repository at {root}; "
-                "pass a commit, branch or tag that `git log --all --oneline` shows"
-            )
-        treeish = f"{sha}:{prefix}"  # `sha:` is the top tree
-        if git.line("cat-file", "-t", treeish) != "tree":  # `sha:path^{tree}` would be a path
-            raise CodebaseError(
-                f"{escape_name(prefix) or root} does not exist in revision {rev!r}; "
-                "load a directory that it holds"
-            )
-        _note_foreign_objects(acc, git, root)
-        requests = _plan_revision(acc, git.list_tree(treeish))
-        # Each distinct object is read once, however many paths share it.
-        unique = list(dict.fromkeys(oid for _, oid, _ in requests))
-        blobs = dict(zip(unique, git.cat_blobs(unique, acc.max_file_bytes), strict=True))
-        for rel, oid, is_link in requests:
-            data = blobs[oid]
-            if is_link:
-                target = posixpath.normpath(
-                    posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
-                )
-                outside = target.startswith(("/", "../")) or target == ".."
-                acc.skip(rel, "symlink-outside-root" if outside else _inside_reason(target))
-            else:
-                acc.add(rel, data)
-    acc.notes.append(f"loaded git revision {rev!r} = {sha}, not the files on disk")
-    return sha
-
-
-def _plan_revision(acc: _Accumulator, entries: list[TreeEntry]) -> list[tuple[str, str, bool]]:
-    """Which blobs to read, as (path, object id, is a symlink); record every skip."""
-    requests: list[tuple[str, str, bool]] = []
-    junk: set[str] = set()
-    total = 0
-    for entry in entries:
-        rel = _clean_name(acc, os.fsdecode(entry.path))
-        parts = rel.split("/")
-        at = next((i for i, p in enumerate(parts[:-1]) if p in JUNK_DIRS or p in VCS_DIRS), -1)
-        if at >= 0:
-            if parts[at] in JUNK_DIRS:
-                junk.add("/".join(parts[: at + 1]) + "/")
-        elif entry.kind == "commit":
-            acc.skip(rel, "submodule")
-        elif entry.kind != "blob":
-            acc.skip(rel, f"not-a-file (git {escape_name(entry.kind)})")
-        elif entry.size is None:
-            raise CodebaseError(
-                f"git cannot read the object of {escape_name(rel)} ({entry.oid}): it is missing "
-                f"or corrupt; {MISSING_HINT}"
-            )
-        elif entry.mode == "120000":
-            requests.append((rel, entry.oid, True))
-        elif has_binary_extension(rel):
-            acc.skip(rel, "binary")
-        elif entry.size > acc.max_file_bytes:
-            acc.too_large(rel, entry.size)
-        else:
-            requests.append((rel, entry.oid, False))
-            total += entry.size
-            if total > MAX_REVISION_BYTES:
-                raise CodebaseError(
-                    f"the revision holds more than {MAX_REVISION_BYTES:,} bytes of files to "
-                    "load (paths can share objects); analyse a subdirectory of it"
-                )
-    for path in sorted(junk):
-        acc.skip(path, "junk-directory")
-    return requests
-
-
-def _note_foreign_objects(acc: _Accumulator, git: GitReader, root: Path) -> None:
-    """Say so when git reads objects from outside the work tree around ``root``: a ``.git``
-    file (worktrees, submodules) or ``objects/info/alternates`` can point anywhere."""
-    top = git.line("rev-parse", "--show-toplevel")
-    common = git.line("rev-parse", "--git-common-dir")
-    if top is None or common is None:
-        return
-    top_real = os.path.realpath(top)
-    common_real = os.path.realpath(os.path.join(root, common))
-    if not _is_within(common_real, top_real):
-        acc.notes.append(f"git objects are read from {escape_name(common_real)}, outside {top}")
-    try:  # not through a symlink, and not a FIFO (that would block)
-        fd = os.open(os.path.join(common_real, "objects", "info", "alternates"), _OPEN_FLAGS)
-    except OSError:
-        return
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        lines = os.read(fd, 65536).decode("utf-8", "replace").splitlines()
-    finally:
-        os.close(fd)
-    for line in lines:
-        line = line.strip()
-        if line and not line.startswith("#"):
-            where = os.path.realpath(os.path.join(common_real, "objects", line))
-            if os.path.isdir(where):  # only what git can use; never a line of some other file
-                acc.notes.append(
-                    f"git objects may also be read from alternate {escape_name(where)}"
-                )
-
-
-def _is_within(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
 # ---------------------------------------------------------------------------- assembly
@@ -634,7 +409,7 @@ def codebase_from_files(
     )
 
 
-def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codebase:
+def _assemble(root_name: str, acc: Accumulator, revision: str | None) -> Codebase:
     notes = list(acc.notes)
     acc.file_notes.sort()  # the walk's order depends on the file system
     notes.extend(acc.file_notes[:MAX_FILE_NOTES])
@@ -653,7 +428,7 @@ def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codeba
     )
 
 
-def _empty_message(path: str | Path, acc: _Accumulator) -> str:
+def _empty_message(path: str | Path, acc: Accumulator) -> str:
     kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
     detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
