@@ -1,6 +1,7 @@
 """Bad repositories through the real CLI (offline engine): binary files, non-UTF-8
 text, a 50 MB file, symlink loops, a symlink to /etc, an unreadable file, very long
-paths and 20,000 tiny files each get a note and the run completes; a repository of
+paths, a hard link out of the root, names with escape sequences, a backtracking
+``.gitignore`` and 20,000 tiny files each get a note and the run completes; a repository of
 only binary files is a one-line error with exit code 2. ``--rev`` on a repository whose git
 config points every command setting at a canary never runs it, with API keys in the CLI's
 environment: a missing object is a one-line error, present objects load and the run completes.
@@ -126,6 +127,8 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
     forged = "notes.txt\n- skipped `app.py`: forged"
     (repo / forged).write_text("notes\n")
     (repo / "evil\x1b[2J\x1b[31m.png").write_bytes(b"\x89PNG")
+    # Backtracking bait: ten stars against the ~4,000-character paths of long_path_files.
+    (repo / ".gitignore").write_text("*n*n*n*n*n*n*n*n*n*n*b\n/**/n*n*n*n*n*n*n*n*n*n*b/\n")
     out = fast_tmp / "run"
 
     proc = run_denying("analyze", str(repo), "--out", str(out))
@@ -153,8 +156,9 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
         "evil\\x1b[2J\\x1b[31m.png": "binary",
     }
     assert m["codebase"]["skipped"] == len(skipped)
-    # app.py, README.md, latin1.py, pkg/__init__.py, deep.py and the file with a newline
-    assert m["codebase"]["files"] == 6
+    # app.py, README.md, latin1.py, pkg/__init__.py, deep.py, .gitignore and the file with a
+    # newline in its name
+    assert m["codebase"]["files"] == 7
     assert long_rel in m["covered_paths"] and "app.py" in m["covered_paths"]
 
     report = (out / "report.md").read_text()
