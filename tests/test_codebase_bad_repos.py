@@ -395,3 +395,22 @@ def test_names_that_are_not_utf8_and_collide_once_cleaned_are_not_overwritten(
         "a\ufffd.py": "name-collision (another file shows the same name; not loaded)"
     }
     assert cb.metadata.lines == 1
+
+
+def test_a_tree_of_hard_links_is_a_clear_error(tmp_path: Path) -> None:
+    original = tmp_path / "original"
+    original.mkdir()
+    (original / "a.py").write_text("a = 1\n")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    try:
+        os.link(original / "a.py", copy / "a.py")  # as `cp -al` makes
+    except OSError as exc:
+        pytest.skip(f"cannot make hard links here: {exc}")
+    with pytest.raises(CodebaseError) as info:
+        load_codebase(copy)
+    assert str(info.value) == (
+        f"{copy} has no text files to analyse (1 skipped: 1 hard-link); pass the directory "
+        "that holds the source code, copy a tree of hard links (`cp -al`, a backup) with "
+        "`cp -r` first"
+    )

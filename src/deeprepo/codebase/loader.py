@@ -437,6 +437,8 @@ def _empty_message(path: str | Path, acc: Accumulator) -> str:
     hints = ["pass the directory that holds the source code"]
     if kinds.get("too-large"):
         hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
+    if kinds.get("hard-link"):
+        hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
     if acc.ignored:
         hints.append("or set respect_gitignore=False")
     return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)
