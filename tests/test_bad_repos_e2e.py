@@ -1,7 +1,10 @@
 """Bad repositories through the real CLI (offline engine): binary files, non-UTF-8
 text, a 50 MB file, symlink loops, a symlink to /etc, an unreadable file, very long
-paths and 20,000 tiny files each get a note and the run completes; a repository of
-only binary files is a one-line error with exit code 2.
+paths, a hard link out of the root, names with escape sequences, a backtracking
+``.gitignore`` and 20,000 tiny files each get a note and the run completes; a repository of
+only binary files is a one-line error with exit code 2. ``--rev`` on a repository whose git
+config points every command setting at a canary never runs it, with API keys in the CLI's
+environment: a missing object is a one-line error, present objects load and the run completes.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import ROOT, run_cli
+from clihelp import ROOT, loopback_analyze_args, run_cli
+from hostile_git import make_hostile
+
+from deeprepo.testing.loopback import LoopbackServer
 
 # Runs the real CLI, with one change: reading ``locked.py`` fails with EACCES, as it
 # would for an ordinary user on a mode-000 file (these tests may run as root, who
@@ -34,6 +40,12 @@ from deeprepo.cli.app import main
 sys.argv = ["deeprepo", *sys.argv[1:]]
 main()
 """
+
+
+CANARY_KEYS = {
+    "OPENROUTER_API_KEY": "sk-or-v1-canary-git-openrouter",
+    "ANTHROPIC_API_KEY": "sk-ant-canary-git-anthropic",
+}
 
 
 @pytest.fixture
@@ -108,6 +120,15 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
     (repo / "locked.py").write_text("SECRET = 'locked-away'\n")
     (repo / "locked.py").chmod(0)
     long_rel, far_top = long_path_files(repo)
+    outside = fast_tmp / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("HARDLINK-CANARY-7c1\n")
+    os.link(outside / "id_rsa", repo / "deploy_key.txt")  # a hard link out of the root
+    forged = "notes.txt\n- skipped `app.py`: forged"
+    (repo / forged).write_text("notes\n")
+    (repo / "evil\x1b[2J\x1b[31m.png").write_bytes(b"\x89PNG")
+    # Backtracking bait: ten stars against the ~4,000-character paths of long_path_files.
+    (repo / ".gitignore").write_text("*n*n*n*n*n*n*n*n*n*n*b\n/**/n*n*n*n*n*n*n*n*n*n*b/\n")
     out = fast_tmp / "run"
 
     proc = run_denying("analyze", str(repo), "--out", str(out))
@@ -129,9 +150,15 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
         "passwd.txt": "symlink-outside-root",
         "locked.py": "unreadable: Permission denied",
         far: "unreadable: File name too long",
+        "deploy_key.txt": (
+            "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)"
+        ),
+        "evil\\x1b[2J\\x1b[31m.png": "binary",
     }
     assert m["codebase"]["skipped"] == len(skipped)
-    assert m["codebase"]["files"] == 5  # app.py, README.md, latin1.py, pkg/__init__.py, deep.py
+    # app.py, README.md, latin1.py, pkg/__init__.py, deep.py, .gitignore and the file with a
+    # newline in its name
+    assert m["codebase"]["files"] == 7
     assert long_rel in m["covered_paths"] and "app.py" in m["covered_paths"]
 
     report = (out / "report.md").read_text()
@@ -143,6 +170,10 @@ def test_a_hostile_repository_is_analysed_with_every_skip_noted(fast_tmp: Path) 
     assert "app.py:5" in report  # the analysis itself ran: the SQL injection was found
     everything = report + (out / "trajectory.jsonl").read_text() + proc.stdout
     assert "root:x:0:0" not in everything and "locked-away" not in everything
+    assert "HARDLINK-CANARY" not in everything
+    # Names reach the report escaped: no escape sequence, no line forged by a name.
+    assert "- skipped `evil\\x1b[2J\\x1b[31m.png`: binary" in report
+    assert "\x1b" not in report + proc.stdout and "- skipped `app.py`: forged" not in report
 
 
 def test_twenty_thousand_tiny_files_are_loaded_and_the_run_completes(fast_tmp: Path) -> None:
@@ -174,3 +205,38 @@ def test_a_repository_of_only_binary_files_is_a_one_line_error(tmp_path: Path) -
         "pass the directory that holds the source code"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_rev_on_a_repository_that_configures_commands_never_runs_them(
+    tmp_path: Path, loopback: LoopbackServer
+) -> None:
+    canary = tmp_path / "canary"
+    env = {**CANARY_KEYS, "GIT_DIR": str(tmp_path / "elsewhere")}
+
+    # A missing object behind a promisor remote whose ssh command is the canary.
+    oid = make_hostile(tmp_path / "partial", canary, missing_blob=True)
+    proc = run_cli(*loopback_analyze_args(loopback, tmp_path / "run1", "--rev", "HEAD",
+                                          repo=tmp_path / "partial"), env=env)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: git cannot read the object of lib.py ({oid}): it is missing")
+    assert loopback.request_count == 0 and not (tmp_path / "run1").exists()
+    assert not canary.exists()
+
+    # Every object present: the revision loads and the run completes; nothing configured ran.
+    make_hostile(tmp_path / "whole", canary, missing_blob=False)
+    loopback.enqueue_anthropic(
+        "```python\nset_answer('# Report\\nRead ' + str(len(codebase)))\n```"
+    )
+    out = tmp_path / "run2"
+    proc = run_cli(*loopback_analyze_args(loopback, out, "--rev", "HEAD",
+                                          repo=tmp_path / "whole"), env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    m: dict[str, Any] = json.loads((out / "metrics.json").read_text())
+    assert m["stop_reason"] == "answer_ready" and m["codebase"]["files"] == 3
+    assert "Read 3" in (out / "report.md").read_text()
+    assert not canary.exists()
+    written = "".join(p.read_text() for p in out.iterdir() if p.is_file())
+    bodies = "".join(r.text for r in loopback.requests)
+    for key in CANARY_KEYS.values():
+        assert key not in written + bodies + proc.stdout + proc.stderr

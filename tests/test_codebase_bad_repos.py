@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -283,3 +287,130 @@ def test_special_files_are_skipped(tmp_path: Path) -> None:
     cb = load_codebase(tmp_path)
     assert list(cb.files) == ["ok.py"]
     assert reasons(cb) == {"pipe": "not-a-regular-file"}
+
+
+def test_hard_links_to_files_outside_the_root_are_skipped(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "credentials.txt"
+    secret.write_text("AWS_SECRET=canary-hard-link\n")
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "app.py").write_text("app = 1\n")
+    try:
+        os.link(secret, repo / "pkg" / "notes.txt")
+    except OSError as exc:
+        pytest.skip(f"cannot make hard links here: {exc}")
+    # Two names inside the root (and no other): loaded once, under the first name.
+    (repo / "a.py").write_text("shared = 1\n")
+    os.link(repo / "a.py", repo / "pkg" / "b.py")
+    # Two names inside the root, one of them ignored: the walk cannot see it, so skipped.
+    (repo / ".gitignore").write_text("ignored/\n")
+    (repo / "ignored").mkdir()
+    (repo / "c.py").write_text("c = 1\n")
+    os.link(repo / "c.py", repo / "ignored" / "c.py")
+    cb = load_codebase(repo)
+    assert sorted(cb.files) == [".gitignore", "a.py", "app.py"]
+    assert not any("canary-hard-link" in text for text in cb.files.values())
+    assert reasons(cb) == {
+        "c.py": "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)",
+        "pkg/b.py": "hard-link-inside-root (to a.py, loaded under that path)",
+        "pkg/notes.txt": (
+            "hard-link (2 names, 1 in the loaded tree; the others may be outside the root)"
+        ),
+    }
+
+
+def test_control_characters_in_names_are_escaped_wherever_a_name_is_shown(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "ok.py").write_text("ok = 1\n")
+    forged = "evil.txt\n  FORGED_LINE.py"
+    (repo / forged).write_text("text\n")
+    (repo / "term\x1b[2J\x1b[31m.md").write_text("# red\n")
+    (repo / "gnp.\u202eexe.py").write_text("if __name__ == '__main__':\n    pass\n")
+    (repo / "dir\rname").mkdir()
+    (repo / "dir\rname" / "inner.py").write_text("inner = 1\n")
+    (repo / "bin\n.png").write_bytes(b"\x89PNG")
+    (repo / "latin\x9b.txt").write_bytes(b"caf\xe9\n")  # a C1 CSI in the name, bad UTF-8 in it
+    cb = load_codebase(repo)
+    # The data keeps the raw names: they are the keys the root's code reads files by.
+    assert forged in cb.files and "dir\rname/inner.py" in cb.files
+    # The tree has one line per entry: no name adds a line or carries a control character.
+    tree = cb.file_tree.splitlines()
+    assert len(tree) == 1 + 1 + len(cb.files)  # root, one directory, every file
+    assert "  evil.txt\\n  FORGED_LINE.py" in tree
+    assert "  dir\\rname/" in tree and "  term\\x1b[2J\\x1b[31m.md" in tree
+    assert "  gnp.\\u202eexe.py" in tree
+    assert not any(ch in cb.file_tree for ch in "\r\x1b\x9b\u202e")
+    md = cb.metadata
+    assert md.entry_points == ["gnp.\\u202eexe.py"]
+    assert reasons(cb) == {"bin\\n.png": "binary"}
+    assert "decoded with replacement (not valid UTF-8): latin\\x9b.txt" in md.notes
+    assert any(p == "evil.txt\\n  FORGED_LINE.py" for p, _ in md.largest_files)
+    shown = repr(md.to_dict())  # nothing raw left anywhere in the metadata
+    assert not any(ch in str(md.to_dict()) for ch in "\n\r\x1b\x9b\u202e"), shown
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
+def test_a_bind_mount_loop_is_walked_once(tmp_path: Path) -> None:
+    """A directory mounted inside itself (no symlink involved) is listed, not walked forever;
+    in a private user and mount namespace, so nothing outside the test sees the mount."""
+    repo = tmp_path / "repo"
+    (repo / "loop").mkdir(parents=True)
+    (repo / "app.py").write_text("app = 1\n")
+    probe = (
+        "import json, sys; from deeprepo.codebase import load_codebase; "
+        "cb = load_codebase(sys.argv[1]); "
+        "print(json.dumps([sorted(cb.files), {s.path: s.reason for s in cb.metadata.skipped}]))"
+    )
+    script = f'mount --bind "$1" "$1/loop" && exec "{sys.executable}" -c "$2" "$1"'
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script, "sh", str(repo), probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0 and "mount" in done.stderr:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    files, skipped = json.loads(done.stdout)
+    assert files == ["app.py"]
+    assert skipped == {"loop/": "directory-loop (already walked)"}
+
+
+def test_names_that_are_not_utf8_and_collide_once_cleaned_are_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    base = os.fsencode(tmp_path)
+    for raw, text in ((b"a\xff.py", b"first = 1\n"), (b"a\xfe.py", b"second = 2\n")):
+        with open(os.path.join(base, raw), "wb") as fh:
+            fh.write(text)
+    cb = load_codebase(tmp_path)
+    assert list(cb.files) == ["a\ufffd.py"]
+    assert cb.files["a\ufffd.py"] in ("first = 1\n", "second = 2\n")
+    assert reasons(cb) == {
+        "a\ufffd.py": "name-collision (another file shows the same name; not loaded)"
+    }
+    assert cb.metadata.lines == 1
+
+
+def test_a_tree_of_hard_links_is_a_clear_error(tmp_path: Path) -> None:
+    original = tmp_path / "original"
+    original.mkdir()
+    (original / "a.py").write_text("a = 1\n")
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    try:
+        os.link(original / "a.py", copy / "a.py")  # as `cp -al` makes
+    except OSError as exc:
+        pytest.skip(f"cannot make hard links here: {exc}")
+    with pytest.raises(CodebaseError) as info:
+        load_codebase(copy)
+    assert str(info.value) == (
+        f"{copy} has no text files to analyse (1 skipped: 1 hard-link); pass the directory "
+        "that holds the source code, copy a tree of hard links (`cp -al`, a backup) with "
+        "`cp -r` first"
+    )

@@ -1,26 +1,31 @@
 """Load a local directory, or a git revision of one, into a :class:`Codebase`.
 
-Only text the analysis can use is loaded: ``.gitignore`` rules, version-control and junk
-directories, binary and oversized files, and symlinks (never followed) are skipped, and every
-skip the user may care about is listed in ``metadata.skipped`` with its reason. Nothing here runs
-the repository's code, and git is only read (``ls-tree``/``cat-file``), never checked out.
+Only text the analysis can use is loaded: ``.gitignore`` rules (:mod:`.ignore`), version-control
+and junk directories, binary and oversized files, symlinks (never followed) and hard links whose
+other names may be outside the root are skipped, and every skip the user may care about is
+listed in ``metadata.skipped`` with its reason. Nothing here runs the repository's code; a git
+revision is read by :mod:`.revision` with hardened git, never checked out. Names are shown
+escaped (:mod:`deeprepo.textsafe`) in ``file_tree`` and the metadata, and kept raw as the keys
+of ``codebase``.
 """
 
 from __future__ import annotations
 
-import codecs
 import errno
 import os
-import posixpath
-import shutil
-import subprocess
-import threading
+import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import pathspec
-
+from deeprepo.codebase.collect import (
+    OPEN_FLAGS,
+    Accumulator,
+    clean_name,
+    inside_reason,
+    os_reason,
+)
+from deeprepo.codebase.ignore import IgnoreRules
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
     VCS_DIRS,
@@ -29,23 +34,27 @@ from deeprepo.codebase.languages import (
     language_of,
 )
 from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
+from deeprepo.codebase.revision import read_revision
 from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
 from deeprepo.errors import CodebaseError
+from deeprepo.textsafe import escape_name
 
 __all__ = ["load_codebase"]
 
-#: Bytes inspected for a NUL when deciding that a file is binary (git uses the same 8 KiB).
-BINARY_SNIFF_BYTES = 8192
 #: Per-file notes (e.g. decoded with replacement) beyond this many are summarised in one line.
 MAX_FILE_NOTES = 50
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-
-# (prefix, outer, spec): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
+# (prefix, outer, rules): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
 # non-empty only for ignore files in directories above the root (inside the same repository).
-_Specs = tuple[tuple[str, str, pathspec.GitIgnoreSpec], ...]
+_Specs = tuple[tuple[str, str, IgnoreRules], ...]
+
+#: Ignore files bigger than this are not applied (a note says so): real ones are a few KB.
+MAX_IGNORE_FILE_BYTES = 1_000_000
+#: Rules of all ignore files of one walk together; files past this are not applied (a note
+#: says so). Every path is checked against the rules of its directories, so a hostile
+#: repository with huge ignore files everywhere would otherwise make the walk crawl.
+MAX_IGNORE_RULES = 50_000
 
 
 def load_codebase(
@@ -80,81 +89,33 @@ def load_codebase(
         raise CodebaseError(f"{path} is not a directory; pass the repository's directory")
     root = Path(os.path.realpath(root))
 
-    acc = _Accumulator(max_file_bytes)
+    acc = Accumulator(max_file_bytes)
     revision: str | None = None
     if rev is None:
         _walk_directory(acc, str(root), respect_gitignore)
+        _settle_hard_links(acc)
     else:
-        revision = _read_revision(acc, root, rev)
+        revision = read_revision(acc, root, rev)
     if not acc.files:
         raise CodebaseError(_empty_message(path, acc))
     return _assemble(root.name or str(root), acc, revision)
 
 
-class _Accumulator:
-    """What a walk collects: texts, skips and notes, plus the checks every file goes through."""
-
-    def __init__(self, max_file_bytes: int) -> None:
-        self.max_file_bytes = max_file_bytes
-        self.files: dict[str, str] = {}
-        self.lines = 0
-        self.skipped: list[SkippedFile] = []
-        self.notes: list[str] = []
-        self.file_notes: list[str] = []
-        self.ignored = 0
-
-    def skip(self, path: str, reason: str) -> None:
-        self.skipped.append(SkippedFile(path, reason))
-
-    def too_large(self, path: str, size: int) -> None:
-        self.skip(path, f"too-large ({size:,} bytes > {self.max_file_bytes:,})")
-
-    def add(self, path: str, data: bytes) -> None:
-        """Decode ``data`` and keep it, or record why not (binary, too large)."""
-        if len(data) > self.max_file_bytes:
-            self.too_large(path, len(data))
-            return
-        text: str | None = None
-        newlines = -1  # counted on the bytes where that is exact: faster than on the str
-        if data[:2] in _UTF16_BOMS:
-            # UTF-16 text is full of NULs; its BOM is the only sign it is text.
-            try:
-                text = data.decode("utf-16")
-                self.file_notes.append(f"decoded as UTF-16: {path}")
-            except UnicodeDecodeError:
-                text = None
-        if text is None:
-            if data.find(b"\x00", 0, BINARY_SNIFF_BYTES) != -1:
-                self.skip(path, "binary")
-                return
-            text = _decode(data)
-            if text is None:
-                text = data.decode("utf-8", errors="replace")
-                self.file_notes.append(f"decoded with replacement (not valid UTF-8): {path}")
-            newlines = data.count(b"\n")  # in UTF-8 a 0x0A byte is always a newline
-        if newlines < 0:
-            newlines = text.count("\n")
-        self.files[path] = text
-        self.lines += newlines + (0 if not text or text.endswith("\n") else 1)
-
-
-def _decode(data: bytes) -> str | None:
-    """Strict UTF-8 (a leading BOM dropped), or ``None`` when the bytes are not UTF-8."""
-    try:
-        if data.startswith(codecs.BOM_UTF8):
-            return data.decode("utf-8-sig")
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 # ---------------------------------------------------------------------------- directory walk
 
 
-def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> None:
+def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool) -> None:
     """Walk ``root`` with ``os.scandir`` (an explicit stack, so depth is unbounded)."""
-    specs = _enclosing_specs(acc, root) if respect_gitignore else ()
+    try:
+        specs = _enclosing_specs(acc, root) if respect_gitignore else ()
+    except _RootIgnored:  # as git sees it, every path below is ignored
+        with os.scandir(root) as it:
+            acc.ignored += sum(entry.name not in VCS_DIRS for entry in it)
+        return
     stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
+    top = os.stat(root)
+    # No symlink is followed, but mounts can loop.
+    seen_dirs: set[tuple[int, int] | None] = {(top.st_dev, top.st_ino)}
     while stack:
         prefix, abs_dir, specs = stack.pop()
         try:
@@ -165,7 +126,7 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                 raise CodebaseError(
                     f"cannot read {root}: {exc.strerror or exc}; check its permissions"
                 ) from exc
-            acc.skip(prefix, f"unreadable: {_reason(exc)}")
+            acc.skip(prefix, f"unreadable: {os_reason(exc)}")
             continue
         if respect_gitignore:
             for entry in entries:
@@ -176,7 +137,7 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     break
         for entry in entries:
             name = entry.name
-            rel = _clean_name(acc, prefix + name)
+            rel = clean_name(acc, prefix + name)
             try:
                 if name in VCS_DIRS:  # also a `.git` file, as in worktrees and submodules
                     continue
@@ -191,28 +152,72 @@ def _walk_directory(acc: _Accumulator, root: str, respect_gitignore: bool) -> No
                     elif specs and _ignored(specs, rel, True):
                         acc.ignored += 1
                     else:
-                        stack.append((rel + "/", entry.path, specs))
+                        key = _dir_key(entry)
+                        if key is not None and key in seen_dirs:  # a bind mount, say
+                            acc.skip(rel + "/", "directory-loop (already walked)")
+                        else:
+                            seen_dirs.add(key)
+                            stack.append((rel + "/", entry.path, specs))
                 elif entry.is_file(follow_symlinks=False):
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
                     else:
-                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False).st_size)
+                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False))
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
-                acc.skip(rel, f"unreadable: {_reason(exc)}")
+                acc.skip(rel, f"unreadable: {os_reason(exc)}")
 
 
-def _load_file(acc: _Accumulator, rel: str, abs_path: str, size: int) -> None:
+def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
+    """(device, inode) of a directory; ``None`` when it cannot be stat'ed (the listing that
+    follows reports why)."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _load_file(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
     if has_binary_extension(rel):
         acc.skip(rel, "binary")
-    elif size > acc.max_file_bytes:
-        acc.too_large(rel, size)
+    elif st.st_size > acc.max_file_bytes:
+        acc.too_large(rel, st.st_size)
+    elif st.st_nlink > 1:
+        # A hard link: its other names may be outside the root (decided after the walk).
+        acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
     else:
-        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, size))
+        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
 
 
-def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None:
+def _settle_hard_links(acc: Accumulator) -> None:
+    """Files with several names (hard links) are loaded only when every name is in the walked
+    tree, under the first name; otherwise they are skipped like a symlink that leaves the
+    root, since the other names, and whoever can write through them, may be anywhere."""
+    for names in acc.hard_links.values():
+        names.sort(key=lambda name: name[0])
+        first, abs_path, st = names[0]
+        if len(names) < st.st_nlink:
+            reason = (
+                f"hard-link ({st.st_nlink} names, {len(names)} in the loaded tree; the others "
+                "may be outside the root)"
+            )
+            for rel, _, _ in names:
+                acc.skip(rel, reason)
+            continue
+        try:
+            acc.add(first, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
+        except OSError as exc:
+            acc.skip(first, f"unreadable: {os_reason(exc)}")
+            continue
+        for rel, _, _ in names[1:]:
+            acc.skip(
+                rel, f"hard-link-inside-root (to {escape_name(first)}, loaded under that path)"
+            )
+
+
+def _load_symlink(acc: Accumulator, rel: str, abs_path: str, root: str) -> None:
     """Symlinks are never followed; say why each one was skipped."""
     try:
         os.stat(abs_path)
@@ -223,13 +228,7 @@ def _load_symlink(acc: _Accumulator, rel: str, abs_path: str, root: str) -> None
     if target != root and not target.startswith(root + os.sep):
         acc.skip(rel, "symlink-outside-root")
     else:
-        acc.skip(rel, _inside_reason(Path(os.path.relpath(target, root)).as_posix()))
-
-
-def _inside_reason(target: str) -> str:
-    # The target is loaded under its own path; following the link too would make the
-    # workers read (and bill for) the same text twice, and directory links can loop.
-    return f"symlink-inside-root (to {target}, loaded under that path)"
+        acc.skip(rel, inside_reason(Path(os.path.relpath(target, root)).as_posix()))
 
 
 def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
@@ -240,25 +239,29 @@ def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
     takes the loop, and no read asks for more than it can use: big spare buffers fragment the
     heap and once doubled the resident memory.
     """
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = os.open(path, OPEN_FLAGS)
     try:
-        data = os.read(fd, min(size_hint + 1, limit))
-        if len(data) == size_hint or len(data) >= limit:
-            return data
-        chunks = [data]
-        got = len(data)
-        while got < limit:
-            chunk = os.read(fd, min(limit - got, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+        return _read_fd(fd, limit, size_hint)
     finally:
         os.close(fd)
 
 
-def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
+def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
+    data = os.read(fd, min(size_hint + 1, limit))
+    if len(data) == size_hint or len(data) >= limit:
+        return data
+    chunks = [data]
+    got = len(data)
+    while got < limit:
+        chunk = os.read(fd, min(limit - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _enclosing_specs(acc: Accumulator, root: str) -> _Specs:
     """Ignore rules that reach ``root`` from its repository: ``.git/info/exclude`` and the
     ``.gitignore`` files of the directories between the repository's top and ``root``."""
     top = root
@@ -269,172 +272,90 @@ def _enclosing_specs(acc: _Accumulator, root: str) -> _Specs:
         top = parent
     inner = os.path.relpath(root, top).replace(os.sep, "/")
     outer = "" if inner == "." else inner + "/"
-    specs: list[tuple[str, str, pathspec.GitIgnoreSpec]] = []
-    exclude = _compile_ignore(acc, os.path.join(top, ".git", "info", "exclude"), "exclude")
+    specs: list[tuple[str, str, IgnoreRules]] = []
+    git_dir = os.path.join(top, ".git")
+    exclude = None
+    if os.path.isdir(git_dir) and not os.path.islink(git_dir):  # not a `.git` file or link
+        exclude = _compile_ignore(acc, os.path.join(git_dir, "info", "exclude"), "exclude")
     if exclude is not None:
         specs.append(("", outer, exclude))
     parts = outer.split("/")[:-1]
+    depths = [0] if exclude is not None else []  # the directory each file's rules start at
     for depth in range(len(parts)):  # the top itself down to root's parent
         here = os.path.join(top, *parts[:depth], ".gitignore")
         spec = _compile_ignore(acc, here, here)
         if spec is not None:
             specs.append(("", "/".join(parts[depth:]) + "/", spec))
+            depths.append(depth)
+    # The walk never enters an ignored directory; the ones between the top and root are not
+    # walked, so they are checked here, from the top down, deepest ignore file first.
+    for end in range(1, len(parts) + 1):
+        for (_, _, rules), depth in zip(reversed(specs), reversed(depths), strict=True):
+            if depth < end:
+                decision = rules.match("/".join(parts[depth:end]), True)
+                if decision is not None:
+                    if decision:
+                        raise _RootIgnored
+                    break
     return tuple(specs)
 
 
-def _compile_ignore(acc: _Accumulator, abs_path: str, rel: str) -> pathspec.GitIgnoreSpec | None:
-    """Compile one ignore file; a missing file gives ``None``, a broken one a note."""
+class _RootIgnored(Exception):
+    """The root, or a directory above it in its repository, is ignored."""
+
+
+def _compile_ignore(acc: Accumulator, abs_path: str, rel: str) -> IgnoreRules | None:
+    """Compile one ignore file; a missing one gives ``None``, a bad line or file a note.
+
+    The file is opened without following a symlink and must be a regular file (a FIFO named
+    ``.git/info/exclude`` would block a plain ``open`` forever)."""
     try:
-        with open(abs_path, "rb") as fh:
-            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+        fd = os.open(abs_path, OPEN_FLAGS)
     except OSError:
         return None
     try:
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
-    except ValueError as exc:
-        acc.notes.append(f"{rel} could not be parsed ({exc}); its rules were not applied")
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size > MAX_IGNORE_FILE_BYTES:
+            acc.notes.append(
+                f"{escape_name(rel)} is {info.st_size:,} bytes (more than "
+                f"{MAX_IGNORE_FILE_BYTES:,}); its rules were not applied"
+            )
+            return None
+        data = _read_fd(fd, MAX_IGNORE_FILE_BYTES, info.st_size)
+    except OSError:
         return None
-    return spec if len(spec) else None
+    finally:
+        os.close(fd)
+    rules = IgnoreRules(data.decode("utf-8", errors="replace").splitlines())
+    for number, _, why in rules.invalid[:3]:
+        # The line itself is not quoted: an ignore file hard-linked to a secret would leak it.
+        acc.notes.append(
+            f"{escape_name(rel)} line {number} is not a valid pattern ({why}); "
+            "that line was not applied"
+        )
+    if len(rules.invalid) > 3:
+        acc.notes.append(f"{escape_name(rel)}: {len(rules.invalid) - 3} more invalid lines")
+    if not len(rules):
+        return None
+    acc.ignore_rules += len(rules)
+    if acc.ignore_rules > MAX_IGNORE_RULES:
+        acc.notes.append(
+            f"{escape_name(rel)} was not applied: the ignore files hold more than "
+            f"{MAX_IGNORE_RULES:,} rules in all"
+        )
+        return None
+    return rules
 
 
 def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
     """Git's rule: the deepest ignore file with a matching pattern decides, last match wins."""
-    suffix = "/" if is_dir else ""
-    for prefix, outer, spec in reversed(specs):
-        result = spec.check_file(outer + rel[len(prefix) :] + suffix)
-        if result.include is not None:
-            return result.include
+    for prefix, outer, rules in reversed(specs):
+        decision = rules.match(outer + rel[len(prefix) :], is_dir)
+        if decision is not None:
+            return decision
     return False
-
-
-def _clean_name(acc: _Accumulator, rel: str) -> str:
-    """File names that are not valid UTF-8 get replacement characters (JSON needs valid text)."""
-    if rel.isascii():
-        return rel
-    try:
-        rel.encode("utf-8")
-        return rel
-    except UnicodeEncodeError:
-        clean = rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        acc.file_notes.append(f"file name is not valid UTF-8, shown with replacements: {clean}")
-        return clean
-
-
-def _reason(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
-
-
-# ---------------------------------------------------------------------------- git revision
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    git = shutil.which("git")
-    if git is None:
-        raise CodebaseError(
-            "git is not installed; install git or load the directory without a revision"
-        )
-    return subprocess.run([git, *args], cwd=root, capture_output=True, check=False)
-
-
-def _read_revision(acc: _Accumulator, root: Path, rev: str) -> str:
-    """Load the tree of commit ``rev`` (the part under ``root``); return the commit's full SHA."""
-    if not rev or rev.startswith("-"):
-        raise CodebaseError(f"revision {rev!r} is not valid; pass a commit, branch or tag name")
-    where = _git(root, "rev-parse", "--show-prefix")
-    if where.returncode != 0:
-        said = where.stderr.decode(errors="replace").strip().splitlines()
-        raise CodebaseError(
-            f"cannot read revision {rev!r}: git says {said[-1] if said else 'nothing'!r} "
-            f"for {root}; pass a directory inside a git repository, or drop the revision"
-        )
-    prefix = where.stdout.decode().strip()
-    found = _git(root, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if found.returncode != 0:
-        raise CodebaseError(
-            f"revision {rev!r} was not found in the git repository at {root}; "
-            "pass a commit, branch or tag that `git log --all --oneline` shows"
-        )
-    sha = found.stdout.decode().strip()
-    listing = _git(
-        root, "ls-tree", "--full-tree", "-r", "-z", "--long", f"{sha}:{prefix}" if prefix else sha
-    )
-    if listing.returncode != 0:
-        raise CodebaseError(
-            f"{prefix or root} does not exist in revision {rev!r}; load a directory that it holds"
-        )
-
-    requests: list[tuple[str, str, bool]] = []  # (path, object id, is a symlink)
-    junk: set[str] = set()
-    for record in listing.stdout.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw_path = record.partition(b"\t")
-        mode, kind, oid, size = meta.decode().split()
-        rel = _clean_name(acc, os.fsdecode(raw_path))
-        parts = rel.split("/")
-        at = next((i for i, p in enumerate(parts[:-1]) if p in JUNK_DIRS or p in VCS_DIRS), -1)
-        if at >= 0:
-            if parts[at] in JUNK_DIRS:
-                junk.add("/".join(parts[: at + 1]) + "/")
-        elif kind == "commit":
-            acc.skip(rel, "submodule")
-        elif mode == "120000":
-            requests.append((rel, oid, True))
-        elif has_binary_extension(rel):
-            acc.skip(rel, "binary")
-        elif int(size) > acc.max_file_bytes:
-            acc.too_large(rel, int(size))
-        else:
-            requests.append((rel, oid, False))
-    for path in sorted(junk):
-        acc.skip(path, "junk-directory")
-    blobs = _cat_blobs(root, [oid for _, oid, _ in requests])
-    for (rel, _, is_link), data in zip(requests, blobs, strict=True):
-        if is_link:
-            target = posixpath.normpath(
-                posixpath.join(posixpath.dirname(rel), data.decode("utf-8", "replace"))
-            )
-            outside = target.startswith(("/", "../")) or target == ".."
-            acc.skip(rel, "symlink-outside-root" if outside else _inside_reason(target))
-        else:
-            acc.add(rel, data)
-    acc.notes.append(f"loaded git revision {rev!r} = {sha}, not the files on disk")
-    return sha
-
-
-def _cat_blobs(root: Path, oids: list[str]) -> Iterator[bytes]:
-    """Stream blob contents from one ``git cat-file --batch`` process, in request order."""
-    if not oids:
-        return
-    git = shutil.which("git") or "git"
-    proc = subprocess.Popen(
-        [git, "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-
-    stdin = proc.stdin
-
-    def feed() -> None:
-        # A thread writes the requests so that a full stdout pipe cannot deadlock us.
-        try:
-            stdin.write(("\n".join(oids) + "\n").encode())
-            stdin.close()
-        except OSError:  # git went away (we stopped reading); the reader reports it
-            pass
-
-    writer = threading.Thread(target=feed, daemon=True)
-    writer.start()
-    try:
-        for oid in oids:
-            header = proc.stdout.readline().split()
-            if len(header) != 3:
-                raise CodebaseError(f"git cat-file could not read object {oid}; run `git fsck`")
-            yield proc.stdout.read(int(header[2]))
-            proc.stdout.read(1)  # the newline after each object
-    finally:
-        proc.stdout.close()
-        writer.join()
-        proc.wait()
 
 
 # ---------------------------------------------------------------------------- assembly
@@ -450,7 +371,13 @@ def codebase_from_files(
     revision: str | None = None,
 ) -> Codebase:
     """A :class:`Codebase` of in-memory files with the metadata the loader computes
-    (generated tasks, tests). ``lines`` may be passed when already counted."""
+    (generated tasks, tests). ``lines`` may be passed when already counted.
+
+    File names are untrusted: ``files`` keeps them as they are (they are data, the keys of
+    ``codebase``), but every name that is *shown* (``file_tree``, and ``root``,
+    ``largest_files``, ``entry_points``, ``skipped`` and ``notes`` in the metadata) goes
+    through :func:`~deeprepo.textsafe.escape_name`, so a newline, escape sequence or bidi
+    override in a name cannot forge lines or act on a terminal."""
     ordered = dict(sorted(files.items()))
     languages = Counter(lang for lang in map(language_of, ordered) if lang is not None)
     if lines is None:
@@ -458,17 +385,19 @@ def codebase_from_files(
             t.count("\n") + (0 if not t or t.endswith("\n") else 1) for t in ordered.values()
         )
     scopes: dict[str, str] = {p: classify_scope(p, t) for p, t in ordered.items()}
+    shown = [SkippedFile(escape_name(s.path), escape_name(s.reason)) for s in skipped]
+    # Stable sort: equal sizes stay in path order.
+    largest = sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10]
     metadata = CodebaseMetadata(
-        root=root_name,
+        root=escape_name(root_name),
         files=len(ordered),
         chars=sum(map(len, ordered.values())),
         lines=lines,
         languages=dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
-        # Stable sort: equal sizes stay in path order.
-        largest_files=sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10],
-        entry_points=find_entry_points(ordered),
-        skipped=sorted(skipped, key=lambda s: s.path),
-        notes=list(notes),
+        largest_files=[(escape_name(p), n) for p, n in largest],
+        entry_points=[escape_name(p) for p in find_entry_points(ordered)],
+        skipped=sorted(shown, key=lambda s: s.path),
+        notes=[escape_name(n) for n in notes],
         revision=revision,
         scopes=count_scopes(scopes),
     )
@@ -480,7 +409,7 @@ def codebase_from_files(
     )
 
 
-def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codebase:
+def _assemble(root_name: str, acc: Accumulator, revision: str | None) -> Codebase:
     notes = list(acc.notes)
     acc.file_notes.sort()  # the walk's order depends on the file system
     notes.extend(acc.file_notes[:MAX_FILE_NOTES])
@@ -499,7 +428,7 @@ def _assemble(root_name: str, acc: _Accumulator, revision: str | None) -> Codeba
     )
 
 
-def _empty_message(path: str | Path, acc: _Accumulator) -> str:
+def _empty_message(path: str | Path, acc: Accumulator) -> str:
     kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
     detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
@@ -508,6 +437,8 @@ def _empty_message(path: str | Path, acc: _Accumulator) -> str:
     hints = ["pass the directory that holds the source code"]
     if kinds.get("too-large"):
         hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
+    if kinds.get("hard-link"):
+        hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
     if acc.ignored:
         hints.append("or set respect_gitignore=False")
     return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)

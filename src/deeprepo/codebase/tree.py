@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from deeprepo.textsafe import escape_name
+
 #: Default line cap: a few thousand lines keep the tree useful without flooding the root's context.
 DEFAULT_MAX_LINES = 5_000
 
@@ -32,6 +34,9 @@ def build_tree(paths: Iterable[str], *, root_name: str, max_lines: int = DEFAULT
 
     When the tree would pass ``max_lines`` lines it stops there and ends with a note
     saying how many entries were left out.
+
+    Names are shown through :func:`~deeprepo.textsafe.escape_name`: a name holding a newline
+    or an escape sequence stays one line of the tree (``evil\\n  forged.py``).
     """
     if max_lines < 1:
         raise ValueError("max_lines must be at least 1")
@@ -49,7 +54,7 @@ def build_tree(paths: Iterable[str], *, root_name: str, max_lines: int = DEFAULT
         node.files.append(name)
         total += 1
 
-    lines = [f"{root_name.rstrip('/')}/"]
+    lines = [f"{escape_name(root_name.rstrip('/'))}/"]
     # An explicit stack, not recursion: very deep trees must not hit the recursion limit.
     stack: list[tuple[str, int, _Dir | None]] = []
     _push_children(root, 1, stack)
@@ -70,7 +75,7 @@ def build_tree(paths: Iterable[str], *, root_name: str, max_lines: int = DEFAULT
 def _push_children(node: _Dir, depth: int, stack: list[tuple[str, int, _Dir | None]]) -> None:
     """Push a directory's children so they pop in display order: directories, then files."""
     entries: list[tuple[str, int, _Dir | None]] = [
-        (f"{name}/", depth, node.dirs[name]) for name in sorted(node.dirs)
+        (f"{escape_name(name)}/", depth, node.dirs[name]) for name in sorted(node.dirs)
     ]
-    entries.extend((name, depth, None) for name in sorted(node.files))
+    entries.extend((escape_name(name), depth, None) for name in sorted(node.files))
     stack.extend(reversed(entries))

@@ -65,7 +65,9 @@ def metrics(
             "lines": codebase.metadata.lines,
             "chars": codebase.metadata.chars,
             "skipped": len(codebase.metadata.skipped),
-            "skipped_files": [{"path": s.path, "reason": s.reason} for s in codebase.metadata.skipped],
+            "skipped_files": [
+                {"path": s.path, "reason": s.reason} for s in codebase.metadata.skipped
+            ],
         },
         "architecture": architecture_of(codebase).to_dict(),
     }

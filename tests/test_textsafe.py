@@ -1,0 +1,44 @@
+"""Escaping untrusted names and text for display (``deeprepo.textsafe``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from deeprepo.textsafe import escape_name, escape_text, needs_escape
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("app.py", "app.py"),
+        ("naïve ünïcode 日本.py", "naïve ünïcode 日本.py"),
+        ("a b\\c.py", "a b\\c.py"),  # a backslash is kept: names stay readable
+        ("evil\n  forged.py", "evil\\n  forged.py"),
+        ("cr\roverwrite", "cr\\roverwrite"),
+        ("tab\there", "tab\\there"),
+        ("\x1b[31mred\x1b[0m", "\\x1b[31mred\\x1b[0m"),
+        ("csi\x9b2J", "csi\\x9b2J"),  # the one-byte C1 form of ESC [
+        ("del\x7f", "del\\x7f"),
+        ("nul\x00", "nul\\x00"),
+        ("gnp.\u202eexe", "gnp.\\u202eexe"),  # a right-to-left override
+        ("isolate\u2066x\u2069", "isolate\\u2066x\\u2069"),
+        ("zero\u200bwidth", "zero\\u200bwidth"),
+        ("line\u2028sep\u2029para", "line\\u2028sep\\u2029para"),
+        ("bom\ufeff", "bom\\ufeff"),
+        ("tag\U000e0041", "tag\\U000e0041"),
+        ("surrogate\udcff", "surrogate\\udcff"),  # an undecodable byte (surrogateescape)
+        ("nbsp\u00a0ok", "nbsp\u00a0ok"),  # spaces other than control characters stay
+    ],
+)
+def test_escape_name(raw: str, shown: str) -> None:
+    assert escape_name(raw) == shown
+    assert escape_name(shown) == shown  # idempotent: layers may each escape
+    assert needs_escape(raw) is (raw != shown)
+    assert "\n" not in shown and "\x1b" not in shown and "\r" not in shown
+
+
+def test_escape_text_keeps_line_breaks_and_tabs_only() -> None:
+    text = "line one\n\tindented \x1b[2Jcleared\r\nbidi \u202e here"
+    assert escape_text(text) == "line one\n\tindented \\x1b[2Jcleared\\r\nbidi \\u202e here"
+    assert escape_text(text, keep="") == escape_name(text)
+    assert escape_text(escape_text(text)) == escape_text(text)
