@@ -29,6 +29,7 @@ from deeprepo.tasks.naming import (
 from deeprepo.tasks.project import Project, build_project
 from deeprepo.tasks.render import Block, Mark, Section, extract_marks, fill
 from deeprepo.tasks.snippets import ENTITY_HOSTS, Snippet, catalogue
+from deeprepo.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.tasks.spec import (
     SIZES,
     GeneratedTask,
@@ -231,11 +232,14 @@ def _subproject(
         "bad_name_msg": '"file name escapes the upload directory"',
     }
     proj = build_project(rng, st, title, pctx)
+    shuffle_constants(rng, proj)
     placed: list[_Placed] = []
     for i, snip in enumerate(plan):
         p = place(rng, proj, snip, f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)
+    sprinkle_safe_uses(rng, proj, _insert)
+    mutate_comments(rng, proj)
     return proj, placed
 
 

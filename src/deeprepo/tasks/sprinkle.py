@@ -1,0 +1,121 @@
+"""Making labels depend on reading: safe risky-API uses everywhere, shuffled order, comments.
+
+Applied to a project after its bugs and decoys are planted:
+
+* :func:`shuffle_constants` reorders the module-level constants of the config section, so
+  a slot (``SECRET_KEY``) has no fixed line;
+* :func:`sprinkle_safe_uses` inserts clean blocks from ``safe_python``/``safe_js`` at random
+  places in most code sections, so risky APIs are common in clean code;
+* :func:`mutate_comments` runs every block through :func:`mutate.mutate_block`.
+"""
+
+from __future__ import annotations
+
+import random
+
+from deeprepo.tasks import safe_js, safe_python
+from deeprepo.tasks.mutate import mutate_block
+from deeprepo.tasks.naming import secret_token
+from deeprepo.tasks.project import Project
+from deeprepo.tasks.render import Block, Section, TemplateError, fill
+from deeprepo.tasks.safe_python import SafeUse
+
+_HEX = "0123456789abcdef"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_NO_SAFE_USES = frozenset({"app", "tests", "config"})
+
+
+def role_of(sec: Section) -> str:
+    return sec.id.split(":", 1)[0]
+
+
+def shuffle_constants(rng: random.Random, proj: Project) -> None:
+    """Independent module-level settings: any order is valid."""
+    for sec in proj.sections("config"):
+        rng.shuffle(sec.blocks)
+
+
+def _fits(use: SafeUse, sec: Section) -> bool:
+    role = role_of(sec)
+    if use.where == "fn":
+        return role not in _NO_SAFE_USES
+    if use.where == "const":
+        return sec.class_name is None and role not in ("app", "tests", "routes")
+    if use.where == "route":
+        return role == "routes"
+    if use.where == "repo":
+        return role == "repo"
+    return role == use.where
+
+
+def _filled(key: str, ctx: dict[str, str]) -> str | None:
+    try:
+        return fill(key, ctx)
+    except TemplateError:
+        return None
+
+
+def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int:
+    """Add 0–2 clean risky-API blocks to each code section; returns how many were added."""
+    pool = safe_python.POOL if proj.lang == "python" else safe_js.POOL
+    tables = sorted(e.plural for e, _ in proj.structure.entities)
+    quoted = ", ".join(f'"{t}"' for t in tables)
+    table_ctx = {
+        "table_names": f"({quoted}{',' if len(tables) == 1 else ''})",
+        "table_names_js": f"[{quoted}]",
+    }
+    added = 0
+    in_file: dict[str, set[str]] = {}
+    for _sid, (f, sec) in proj.registry.items():
+        keys = in_file.setdefault(f.path, set())
+        for b in sec.blocks:
+            k = _filled(b.key, {**proj.ctx, **sec.ctx, **b.ctx})
+            if k:
+                keys.add(k)
+    for _sid, (f, sec) in list(proj.registry.items()):
+        r = rng.random()
+        want = 0 if r < 0.3 else (1 if r < 0.75 else 2)
+        if role_of(sec) == "config":
+            want = rng.randint(0, 2)  # constants only
+        if not want:
+            continue
+        fits = [u for u in pool if _fits(u, sec)]
+        rng.shuffle(fits)
+        base = {**proj.ctx, **sec.ctx}
+        taken = in_file[f.path]  # module-level names must be unique in their file
+        for use in fits:
+            if want <= 0:
+                break
+            name = rng.choice(use.names)
+            key = _filled(name, base)
+            if key is None or key in taken:
+                continue
+            ctx = {
+                **table_ctx,
+                "nm": key,
+                "hex40": secret_token(rng, 40, _HEX),
+                "hex16": secret_token(rng, 16, _HEX),
+                "alnum24": secret_token(rng, 24, _ALNUM),
+            }
+            block = Block(
+                key,
+                use.block.code,
+                imports=use.block.imports,
+                names=use.block.names,
+                uses=use.block.uses,
+                exports=use.block.exports,
+                ctx=ctx,
+            )
+            insert(rng, sec, block, proj.lang)  # type: ignore[operator]
+            taken.add(key)
+            want -= 1
+            added += 1
+    return added
+
+
+def mutate_comments(rng: random.Random, proj: Project, rate: float = 0.3) -> None:
+    """Same comment treatment for clean, planted and decoy blocks (see ``mutate``)."""
+    for _sid, (f, sec) in proj.registry.items():
+        if f.lang not in ("python", "js"):
+            continue
+        sec.blocks = [mutate_block(rng, b, f.lang, bool(b.tag), rate) for b in sec.blocks]
