@@ -42,7 +42,10 @@ from deeprepo.tasks.spec import (
 from deeprepo.tasks.structure import filler_path, fit_structure
 from deeprepo.tasks.taxonomy import BUG_KINDS
 
-_GLOBAL_HOSTS = frozenset({"auth", "config", "db"})
+# Snippets that call a helper of their host module unqualified, so they stay in it.
+_PINNED = frozenset(
+    {"py-leak-open", "py-decoy-leak-with", "py-decoy-rand-jitter", "js-leak-fd", "js-decoy-rand-jitter"}
+)
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
 _ORIGIN = "a request value read by a route handler"
@@ -121,9 +124,43 @@ def _insert(rng: random.Random, sec: Section, block: Block, lang: str) -> None:
     sec.blocks.insert(rng.randint(min(1, hi), hi), block)
 
 
+def portable(snippet: Snippet) -> bool:
+    """A module-level helper or constant that reads the same in any module of the project."""
+    return not (
+        snippet.replaces
+        or snippet.host in ENTITY_HOSTS
+        or snippet.host == "auth"
+        or snippet.name in _PINNED
+    )
+
+
+def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
+    """Where ``snippet`` may go: its host role, or for a portable one any function-style module
+    (so the file that holds a bug kind is not fixed by the kind)."""
+    if not portable(snippet):
+        return proj.sections(snippet.host)
+    return [
+        sec
+        for sid, (f, sec) in proj.registry.items()
+        if sec.class_name is None
+        and sid.split(":")[0] not in ("app", "tests")
+        and (proj.lang == "python" or (f.exports == "functions" and sec.handle.isidentifier()))
+    ]
+
+
+def _file_keys(proj: Project, sec: Section) -> set[str]:
+    f = proj.registry[sec.id][0]
+    return {
+        _filled_key(b, s, proj)
+        for _, (g, s) in proj.registry.items()
+        if g is f
+        for b in s.blocks
+    }
+
+
 def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> _Placed | None:
     """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
-    hosts = proj.sections(snippet.host)
+    hosts = host_sections(proj, snippet)
     rng.shuffle(hosts)
     secrets = {
         "secret_hex": secret_token(rng, 40, "0123456789abcdef"),
@@ -133,7 +170,10 @@ def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> _Pla
     }
     for sec in hosts:
         key = _filled_key(snippet.block, sec, proj)
-        present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
+        if snippet.replaces:
+            present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
+        else:  # a new module-level name must be new to the whole file
+            present = key in _file_keys(proj, sec)
         if snippet.replaces != present or any(
             b.tag and b.key == snippet.block.key for b in sec.blocks
         ):
@@ -210,7 +250,9 @@ def _subproject(
     plan = plan_snippets(
         rng, lang, n_bugs, n_decoys, want_cross=size != "small" or rng.random() < 0.5
     )
-    needs = _needs(plan, set(utpl))
+    # Utility modules are there whether or not a snippet needs them: their presence is no tell.
+    extra = {"small": 0.25, "medium": 0.5, "large": 0.7}[size]
+    needs = _needs(plan, set(utpl)) | {u for u in sorted(utpl) if rng.random() < extra}
     st = None
     for layout in _layouts(size, budget, rng):
         style = choose_style(rng, lang, layout, root, pkg)
