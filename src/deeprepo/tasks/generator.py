@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deeprepo.errors import UsageError
@@ -28,6 +28,8 @@ from deeprepo.tasks.naming import (
 )
 from deeprepo.tasks.project import Project, build_project
 from deeprepo.tasks.render import Block, Mark, Section, extract_marks, fill
+from deeprepo.tasks.flows import TWIN_ARGS, renamed, twin_caller
+from deeprepo.tasks.mutate import strip_comments
 from deeprepo.tasks.snippets import ENTITY_HOSTS, Snippet, catalogue
 from deeprepo.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.tasks.spec import (
@@ -48,6 +50,7 @@ _PINNED = frozenset(
 )
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
+_TWINS = {"small": 1, "medium": 2, "large": 4}  # clean copies of cross-file helpers (+0..1)
 _ORIGIN = "a request value read by a route handler"
 
 
@@ -217,6 +220,37 @@ def _place_source(
         return
 
 
+def place_twin(rng: random.Random, proj: Project) -> bool:
+    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
+    cands = [
+        s
+        for s in catalogue()
+        if s.lang == proj.lang and s.vulnerable and s.source is not None and s.name in TWIN_ARGS
+    ]
+    snippet = renamed(rng.choice(cands), rng)
+    hosts = host_sections(proj, snippet)
+    rng.shuffle(hosts)
+    for sec in hosts:
+        key = _filled_key(snippet.block, sec, proj)
+        if key in _file_keys(proj, sec):
+            continue
+        code = strip_comments(snippet.block.code, proj.lang)
+        _insert(rng, sec, replace(snippet.block, code=code), proj.lang)
+        callers = [
+            s
+            for sid, (_f, s) in proj.registry.items()
+            if sid.split(":")[0] not in ("app", "tests", "config")
+        ]
+        rng.shuffle(callers)
+        for csec in callers:
+            caller = twin_caller(snippet, rng, sec.id, key)
+            if _filled_key(caller, csec, proj) not in _file_keys(proj, csec):
+                _insert(rng, csec, caller, proj.lang)
+                return True
+        return True
+    return False
+
+
 # --- assembling ------------------------------------------------------------------------------------
 
 
@@ -277,9 +311,11 @@ def _subproject(
     shuffle_constants(rng, proj)
     placed: list[_Placed] = []
     for i, snip in enumerate(plan):
-        p = place(rng, proj, snip, f"{root or 'r'}{i}".replace("/", "_"))
+        p = place(rng, proj, renamed(snip, rng), f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)
+    for _ in range(_TWINS[size] + rng.randint(0, 1)):
+        place_twin(rng, proj)
     sprinkle_safe_uses(rng, proj, _insert)
     mutate_comments(rng, proj)
     return proj, placed
@@ -294,10 +330,15 @@ def _entry(p: _Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
     related = (Location(source.file, source.line),) if source else ()
     cross = bool(source and source.file != sink.file)
     desc = p.description
-    if source:
+    if source and p.snippet.vulnerable:
         desc += (
             f" Cross-file: untrusted input enters in `{source.file}` line {source.line} ({_ORIGIN}) "
             f"and reaches this sink through `{p.sink_fn}`."
+        )
+    elif source:
+        desc += (
+            f" The value enters in `{source.file}` line {source.line} and is checked there before "
+            f"it reaches `{p.sink_fn}`."
         )
     return GroundTruthEntry(
         id="",
@@ -407,8 +448,6 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
 
 
 def _with_id(e: GroundTruthEntry, new_id: str) -> GroundTruthEntry:
-    from dataclasses import replace
-
     return replace(e, id=new_id)
 
 
