@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-from deeprepo.tasks import safe_js, safe_python
+from deeprepo.tasks import logic_js, logic_python, safe_js, safe_python
 from deeprepo.tasks.mutate import mutate_block
 from deeprepo.tasks.naming import secret_token
 from deeprepo.tasks.project import Project
@@ -57,7 +57,11 @@ def _filled(key: str, ctx: dict[str, str]) -> str | None:
 
 def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int:
     """Add 0–2 clean risky-API blocks to each code section; returns how many were added."""
-    pool = safe_python.POOL if proj.lang == "python" else safe_js.POOL
+    pool = (
+        (*safe_python.POOL, *logic_python.SAFE)
+        if proj.lang == "python"
+        else (*safe_js.POOL, *logic_js.SAFE)
+    )
     tables = sorted(e.plural for e, _ in proj.structure.entities)
     quoted = ", ".join(f'"{t}"' for t in tables)
     table_ctx = {
