@@ -344,13 +344,50 @@ def main(argv: list[str] | None = None) -> int:
     print(row("line-position", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = comment_detector(train, test, tol)
     print(row("comment", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()
+    print(
+        f"template reuse: {reuse:.0%} of a task's distinct line shapes appear in another task; "
+        f"the largest task has {per_k:.0f} distinct shapes per 1,000 of its {n_big} code lines"
+    )
     print(
         f"clean code files using a risky API (any grep hit, no bug or decoy in the file): "
         f"{clean_hits[0]} of {clean_hits[1]} ({clean_hits[0] / max(clean_hits[1], 1):.0%})"
     )
     return 0
+
+
+_KEYWORDS = frozenset(
+    "False None True and as assert async await break class continue def del elif else except "
+    "finally for from global if import in is lambda nonlocal not or pass raise return try while "
+    "with yield const let var function new this typeof instanceof of catch throw switch case "
+    "default null undefined true false export module require".split()
+)
+_STR_RE = re.compile(r"""[rbfu]*("|'|`)(?:\\.|(?!\1).)*\1""")
+_NUM_RE = re.compile(r"\b\d[\d_.]*\b")
+_ID_RE = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def line_shape(line: str) -> str:
+    """A line with identifiers, strings and numbers abstracted (keywords kept)."""
+    s = _STR_RE.sub("S", line.strip())
+    s = _NUM_RE.sub("N", s)
+    return _ID_RE.sub(lambda m: m.group(0) if m.group(0) in _KEYWORDS else "I", s)
+
+
+def shape_reuse(tasks: list[GeneratedTask]) -> tuple[float, float, int]:
+    """Mean share of a task's distinct line shapes found in the next task of the same language,
+    and, for the largest task, its distinct shapes per 1,000 code lines and its line count."""
+    shapes = [{line_shape(ln) for _f, _i, ln in code_lines(t)} for t in tasks]
+    shares = []
+    for k, t in enumerate(tasks):
+        nxt = next((j for j in range(k + 1, len(tasks)) if tasks[j].lang == t.lang), None)
+        if nxt is not None and shapes[k]:
+            shares.append(len(shapes[k] & shapes[nxt]) / len(shapes[k]))
+    big = max(range(len(tasks)), key=lambda k: len(code_lines(tasks[k])))
+    n_big = len(code_lines(tasks[big]))
+    return statistics.fmean(shares), len(shapes[big]) * 1000 / n_big, n_big
 
 
 def _clean_file_hits(tasks: list[GeneratedTask]) -> tuple[int, int]:

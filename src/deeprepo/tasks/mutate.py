@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import NamedTuple
 
 from deeprepo.tasks.render import Block
 
@@ -51,6 +52,9 @@ _MARK = re.compile(r"⟦[^⟧]*⟧")
 
 def _string_state(lines: list[str], lang: str) -> list[bool]:
     """For each line: does it start inside a multi-line string (so nothing may go before it)?"""
+    quotes = ('"""', "'''") if lang == "python" else ("`",)
+    if not any(q in ln for ln in lines for q in quotes):
+        return [False] * len(lines)
     inside: list[bool] = []
     open_q: str | None = None
     for line in lines:
@@ -128,11 +132,13 @@ def sprinkle_comments(rng: random.Random, code: str, lang: str, count: int) -> s
     return "\n".join(lines)
 
 
-def mutate_block(rng: random.Random, block: Block, lang: str, planted: bool, rate: float) -> Block:
-    """The block with its own comments maybe dropped and pool comments maybe added."""
+def mutate_block(
+    rng: random.Random, block: Block, lang: str, planted: bool, rate: float, shape: Shape
+) -> Block:
+    """The block in the project's shape, its own comments maybe dropped, pool comments added."""
     from dataclasses import replace
 
-    code = block.code
+    code = reshape(rng, block.code, lang, shape)
     if planted or rng.random() < 0.5:
         code = strip_comments(code, lang)
     n = 1 if rng.random() < rate else 0
@@ -140,3 +146,173 @@ def mutate_block(rng: random.Random, block: Block, lang: str, planted: bool, rat
         n = 2
     code = sprinkle_comments(rng, code, lang, n)
     return block if code == block.code else replace(block, code=code)
+
+
+# --- shape mutations ----------------------------------------------------------------------------
+
+
+class Shape(NamedTuple):
+    """How one project writes code: a formatter's line width and a few habits."""
+
+    wrap: int  # wrap calls on lines longer than this (0: never)
+    drop_return_types: bool  # python: no ``-> T`` annotations
+    js_let: bool  # js: ``let`` for local bindings
+    temp_rate: float  # share of ``return EXPR`` written as ``name = EXPR`` + ``return name``
+
+
+def choose_shape(rng: random.Random) -> Shape:
+    return Shape(
+        wrap=rng.choice((0, 72, 80, 88, 100)),
+        drop_return_types=rng.random() < 0.4,
+        js_let=rng.random() < 0.3,
+        temp_rate=rng.choice((0.0, 0.15, 0.35)),
+    )
+
+
+_TRAIL_MARKS = re.compile(r"((?:[ \t]*⟦[^⟧]*⟧)+)$")
+_RET_TYPE = re.compile(r"^(\s*(?:async )?def .*\)|\s*\))( -> .+):$")
+_RETURN = re.compile(r"^(\s*)return (.+?)(;?)$")
+_TEMP_NAMES = ("result", "value", "out", "payload_out", "answer")
+
+
+def _split_marks(line: str) -> tuple[str, str]:
+    m = _TRAIL_MARKS.search(line)
+    return (line[: m.start()], m.group(1)) if m else (line, "")
+
+
+def _close_index(line: str, start: int) -> int:
+    """Index of the bracket closing ``line[start]`` on the same line, or -1 (strings skipped)."""
+    depth, quote, i = 0, "", start
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i if ch == ")" else -1
+        i += 1
+    return -1
+
+
+def _open_parens(line: str) -> list[int]:
+    out, quote, i = [], "", 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch == "(":
+            out.append(i)
+        elif ch == "#" and not quote:
+            break
+        i += 1
+    return out
+
+
+def _wrap(line: str, lang: str) -> list[str] | None:
+    """``f(a, b)`` → ``f(`` / ``    a, b`` / ``)`` for the outermost call closed on the line."""
+    if "`" in line or line.lstrip().startswith(("#", "//")):
+        return None
+    for start in _open_parens(line):
+        end = _close_index(line, start)
+        inner = line[start + 1 : end].strip() if end > 0 else ""
+        if end < 0 or len(inner) < 12 or inner.endswith(","):
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        step = "    " if lang == "python" else "  "
+        return [line[: start + 1], indent + step + inner, indent + line[end:]]
+    return None
+
+
+def reshape(rng: random.Random, code: str, lang: str, shape: Shape) -> str:
+    """Apply the project's habits to one block (lines in multi-line strings are left alone)."""
+    py = lang == "python"
+    drop = py and shape.drop_return_types and "->" in code
+    let = not py and shape.js_let and "const " in code
+    temp = shape.temp_rate > 0 and "return " in code
+    wrap = shape.wrap
+    if not (drop or let or temp or (wrap and any(len(ln) > wrap for ln in code.split("\n")))):
+        return code
+    lines = code.split("\n")
+    inside = _string_state(lines, lang)
+    out: list[str] = []
+    used: set[str] | None = None
+    for i, raw in enumerate(lines):
+        if inside[i] or (i + 1 < len(lines) and inside[i + 1]) or not raw.strip():
+            out.append(raw)
+            continue
+        line, marks = _split_marks(raw) if "⟦" in raw else (raw, "")
+        new = [line]
+        if drop and "->" in line:
+            m = _RET_TYPE.match(line)
+            if m:
+                new = [m.group(1) + ":"]
+        if let and line.startswith((" ", "\t")) and "const " in line:
+            new = [re.sub(r"^(\s+)const ", r"\1let ", new[0])]
+        m = _RETURN.match(new[0]) if temp and "return " in line else None
+        if m and rng.random() < shape.temp_rate:
+            nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
+            expr = m.group(2)
+            if (
+                not nxt.startswith((".", "+", "-", "?", ":", "&", "|", "*", "/"))
+                and not expr.endswith(("(", "[", "{", ","))
+                and _balanced(expr)
+            ):
+                if used is None:
+                    used = set(re.findall(r"\w+", code))
+                name = next((n for n in _TEMP_NAMES if n not in used), "")
+                if name:
+                    used.add(name)
+                    ind = m.group(1)
+                    new = (
+                        [f"{ind}{name} = {expr}", f"{ind}return {name}"]
+                        if py
+                        else [f"{ind}const {name} = {expr};", f"{ind}return {name};"]
+                    )
+        if wrap and len(new[0]) > wrap:
+            wrapped = _wrap(new[0], lang)
+            if wrapped:
+                # A wrapped sink keeps its mark on the first line; its range must reach the close.
+                sink = re.search(r"⟦([\w.-]+):sink⟧", marks)
+                if sink and f"⟦{sink.group(1)}:end⟧" not in code:
+                    wrapped[-1] += f"  ⟦{sink.group(1)}:end⟧"
+                new = wrapped + new[1:]
+        new[0] += marks
+        out.extend(new)
+    return "\n".join(out)
+
+
+def _balanced(expr: str) -> bool:
+    depth, quote, i = 0, "", 0
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth < 0:
+                return False
+        i += 1
+    return depth == 0 and not quote

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 
 from deeprepo.tasks import logic_js, logic_python, safe_js, safe_python
-from deeprepo.tasks.mutate import mutate_block
+from deeprepo.tasks.mutate import choose_shape, mutate_block
 from deeprepo.tasks.naming import secret_token
 from deeprepo.tasks.project import Project
 from deeprepo.tasks.render import Block, Section, TemplateError, fill
@@ -94,13 +94,10 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
             key = _filled(name, base)
             if key is None or key in taken:
                 continue
-            ctx = {
-                **table_ctx,
-                "nm": key,
-                "hex40": secret_token(rng, 40, _HEX),
-                "hex16": secret_token(rng, 16, _HEX),
-                "alnum24": secret_token(rng, 24, _ALNUM),
-            }
+            ctx = {**table_ctx, "nm": key}
+            for ph, n, alphabet in (("hex40", 40, _HEX), ("hex16", 16, _HEX), ("alnum24", 24, _ALNUM)):
+                if f"«{ph}»" in use.block.code:
+                    ctx[ph] = secret_token(rng, n, alphabet)
             block = Block(
                 key,
                 use.block.code,
@@ -118,8 +115,10 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
 
 
 def mutate_comments(rng: random.Random, proj: Project, rate: float = 0.3) -> None:
-    """Same comment treatment for clean, planted and decoy blocks (see ``mutate``)."""
+    """One shape per project, the same comment treatment for clean, planted and decoy blocks
+    (see ``mutate``)."""
+    shape = choose_shape(rng)
     for _sid, (f, sec) in proj.registry.items():
         if f.lang not in ("python", "js"):
             continue
-        sec.blocks = [mutate_block(rng, b, f.lang, bool(b.tag), rate) for b in sec.blocks]
+        sec.blocks = [mutate_block(rng, b, f.lang, bool(b.tag), rate, shape) for b in sec.blocks]
