@@ -46,12 +46,16 @@ GREPS: dict[str, re.Pattern[str]] = {
         r"(?i)\b(select|insert|update|delete)\b.*(\"\s*%|'\s*%|\.format\(|\"\s*\+|'\s*\+|\+\s*\w+\s*\+|\$\{)"
         r"|\bf[\"'].*\b(SELECT|INSERT|UPDATE|DELETE|WHERE|ORDER BY)\b.*\{"
     ),
-    "shell": re.compile(r"shell\s*=\s*True|os\.system\(|os\.popen\(|\bexec(Sync)?\(|spawn\(.*shell"),
+    "shell": re.compile(
+        r"shell\s*=\s*True|os\.system\(|os\.popen\(|\bexec(Sync)?\(|spawn\(.*shell"
+    ),
     "deserialize": re.compile(
         r"pickle\.loads?\(|yaml\.load\(|yaml\.unsafe_load|\beval\(|unserialize\(|new Function\(|vm\.run"
     ),
     "weak-hash": re.compile(r"(?i)\bmd5\b|\bsha1\b|createHash\(\s*[\"'](md5|sha1)"),
-    "random": re.compile(r"\brandom\.(random|randint|choice|choices|randrange|uniform|sample|shuffle)\(|Math\.random\("),
+    "random": re.compile(
+        r"\brandom\.(random|randint|choice|choices|randrange|uniform|sample|shuffle)\(|Math\.random\("
+    ),
     "secret-literal": re.compile(
         r"(?i)(secret|passw(or)?d|token|api_?key|private_?key|auth)\w*[\"']?\s*[:=]\s*[\"'][A-Za-z0-9_\-+/=.]{16,}[\"']"
         r"|Bearer [A-Za-z0-9_\-.]{16,}"
@@ -65,7 +69,9 @@ GREPS: dict[str, re.Pattern[str]] = {
         r"|path\.join\([^()]*,\s*[a-z_]\w*\s*\)"
     ),
     "html-interp": re.compile(r"(f[\"']|`).*<[a-zA-Z][^>]*>.*(\{|\$\{)"),
-    "subprocess": re.compile(r"subprocess\.(run|call|Popen|check_output)\(|child_process|execFile\("),
+    "subprocess": re.compile(
+        r"subprocess\.(run|call|Popen|check_output)\(|child_process|execFile\("
+    ),
     "sql-execute-var": re.compile(r"\.execute\(\s*[a-z_]\w*\s*[,)]|\.query\(\s*[a-z_]\w*\s*[,)]"),
 }
 COMMENT_RE = re.compile(r"^\s*(?:#|//|/\*\*?|\*)\s?(.*?)\s*(?:\*/)?$")
@@ -150,7 +156,9 @@ def chance_lines(
 # --- detectors --------------------------------------------------------------------------------
 
 
-def grep_flags(tasks: list[GeneratedTask], pattern: re.Pattern[str]) -> dict[int, set[tuple[str, int]]]:
+def grep_flags(
+    tasks: list[GeneratedTask], pattern: re.Pattern[str]
+) -> dict[int, set[tuple[str, int]]]:
     out: dict[int, set[tuple[str, int]]] = defaultdict(set)
     for t, task in enumerate(tasks):
         for f, i, line in code_lines(task):
@@ -271,10 +279,14 @@ def file_scores(train: list[GeneratedTask], test: list[GeneratedTask]) -> tuple[
         return lambda _t, files: {f for f in files if rate.get(base(f), 0.0) >= thr}
 
     thr = max(
-        (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9), key=lambda x: score(train, by_name(x)).f1
+        (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        key=lambda x: score(train, by_name(x)).f1,
     )
     det = score(test, by_name(thr))
-    counts = [len(by_name(thr)(t, [f for f in task.files if f.endswith(CODE_EXT)])) for t, task in enumerate(test)]
+    counts = [
+        len(by_name(thr)(t, [f for f in task.files if f.endswith(CODE_EXT)]))
+        for t, task in enumerate(test)
+    ]
     rng = random.Random(0)
     draws = []
     for _ in range(20):
@@ -308,7 +320,9 @@ def row(name: str, det: Score, chance: Score) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--n", type=int, default=12, help="held-out tasks per (size, lang)")
     ap.add_argument("--train", type=int, default=12, help="training tasks per (size, lang)")
     ap.add_argument("--sizes", default="small,medium,large")
@@ -329,8 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         f"training: {len(train)} tasks; tolerance ±{tol} lines; generated in {gen_s:.1f} s"
     )
     print()
-    print("| detector               |  flags |  prec |   rec |    F1 | ch.P  | ch.F1 |  lift | ΔF1    |")
-    print("|------------------------|-------:|------:|------:|------:|------:|------:|------:|-------:|")
+    print(
+        "| detector               |  flags |  prec |   rec |    F1 | ch.P  | ch.F1 |  lift | ΔF1    |"
+    )
+    print(
+        "|------------------------|-------:|------:|------:|------:|------:|------:|------:|-------:|"
+    )
     union: dict[int, set[tuple[str, int]]] = defaultdict(set)
     for name, pat in GREPS.items():
         fl = grep_flags(test, pat)
@@ -359,10 +377,64 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _KEYWORDS = frozenset(
-    "False None True and as assert async await break class continue def del elif else except "
-    "finally for from global if import in is lambda nonlocal not or pass raise return try while "
-    "with yield const let var function new this typeof instanceof of catch throw switch case "
-    "default null undefined true false export module require".split()
+    [
+        "False",
+        "None",
+        "True",
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "class",
+        "continue",
+        "def",
+        "del",
+        "elif",
+        "else",
+        "except",
+        "finally",
+        "for",
+        "from",
+        "global",
+        "if",
+        "import",
+        "in",
+        "is",
+        "lambda",
+        "nonlocal",
+        "not",
+        "or",
+        "pass",
+        "raise",
+        "return",
+        "try",
+        "while",
+        "with",
+        "yield",
+        "const",
+        "let",
+        "var",
+        "function",
+        "new",
+        "this",
+        "typeof",
+        "instanceof",
+        "of",
+        "catch",
+        "throw",
+        "switch",
+        "case",
+        "default",
+        "null",
+        "undefined",
+        "true",
+        "false",
+        "export",
+        "module",
+        "require",
+    ]
 )
 _STR_RE = re.compile(r"""[rbfu]*("|'|`)(?:\\.|(?!\1).)*\1""")
 _NUM_RE = re.compile(r"\b\d[\d_.]*\b")

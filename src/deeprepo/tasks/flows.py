@@ -44,7 +44,7 @@ _PY_GUARDS: dict[str, tuple[str, tuple[str, ...], str]] = {
     ),
     "py-deser-pickle": (
         'key = current_app.config["SECRET_KEY"].encode()\n'
-        'expected = hmac.new(key, blob.encode(), hashlib.sha256).hexdigest()\n'
+        "expected = hmac.new(key, blob.encode(), hashlib.sha256).hexdigest()\n"
         'if blob and not hmac.compare_digest(expected, request.cookies.get("prefs_sig", "")):\n'
         "    abort(400)",
         ("import hashlib", "import hmac", "from flask import abort, current_app"),
@@ -99,12 +99,12 @@ _JS_GUARDS: dict[str, tuple[str, tuple[str, ...], str]] = {
         "wrote is deserialised",
     ),
     "js-deser-vm": (
-        f"if (!/^[\\s\\w\\[\\]{{}}:,.\"-]*$/.test(text)) {{\n  {_JS_BAD}\n}}",
+        f'if (!/^[\\s\\w\\[\\]{{}}:,."-]*$/.test(text)) {{\n  {_JS_BAD}\n}}',
         (),
         "the text may only hold JSON-like characters (no parentheses, so no calls)",
     ),
     "js-xss-banner": (
-        'const clean = message.replace(/[&<>"\']/g, (ch) => `&#${ch.charCodeAt(0)};`);',
+        "const clean = message.replace(/[&<>\"']/g, (ch) => `&#${ch.charCodeAt(0)};`);",
         (),
         "the message is HTML-escaped before it is passed on",
     ),
@@ -134,7 +134,17 @@ TWIN_ARGS: dict[str, str] = {
     "js-xss-banner": '"Scheduled maintenance on Sunday, 02:00 UTC", "warning"',
     "js-ssrf-preview": '"https://www.example.com/about"',
 }
-_PY_SUFFIXES = ("_now", "_batch", "_for_report", "_job", "_all", "_quick", "_v2", "_direct", "_task")
+_PY_SUFFIXES = (
+    "_now",
+    "_batch",
+    "_for_report",
+    "_job",
+    "_all",
+    "_quick",
+    "_v2",
+    "_direct",
+    "_task",
+)
 _JS_SUFFIXES = ("Now", "Batch", "ForReport", "Job", "All", "Quick", "V2", "Direct", "Task")
 _PY_CALLER_PREFIXES = ("nightly_", "prefetch_", "default_", "scheduled_", "demo_", "warm_")
 _JS_CALLER_PREFIXES = ("nightly", "prefetch", "default", "scheduled", "demo", "warm")

@@ -18,7 +18,9 @@ from pathlib import Path
 from deeprepo.errors import UsageError
 from deeprepo.tasks import utils_js, utils_python
 from deeprepo.tasks.extras import text_extras
+from deeprepo.tasks.flows import TWIN_ARGS, renamed, twin_caller
 from deeprepo.tasks.layout import choose_style
+from deeprepo.tasks.mutate import strip_comments
 from deeprepo.tasks.naming import (
     DOMAINS,
     JS_SERVICE_NAMES,
@@ -28,10 +30,7 @@ from deeprepo.tasks.naming import (
 )
 from deeprepo.tasks.project import Project, build_project
 from deeprepo.tasks.render import Block, Mark, Section, extract_marks, fill
-from deeprepo.tasks.flows import TWIN_ARGS, renamed, twin_caller
-from deeprepo.tasks.mutate import strip_comments
 from deeprepo.tasks.snippets import ENTITY_HOSTS, Snippet, catalogue
-from deeprepo.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.tasks.spec import (
     SIZES,
     GeneratedTask,
@@ -41,12 +40,19 @@ from deeprepo.tasks.spec import (
     check_size_lang,
     dumps,
 )
+from deeprepo.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.tasks.structure import filler_path, fit_structure
 from deeprepo.tasks.taxonomy import BUG_KINDS
 
 # Snippets that call a helper of their host module unqualified, so they stay in it.
 _PINNED = frozenset(
-    {"py-leak-open", "py-decoy-leak-with", "py-decoy-rand-jitter", "js-leak-fd", "js-decoy-rand-jitter"}
+    {
+        "py-leak-open",
+        "py-decoy-leak-with",
+        "py-decoy-rand-jitter",
+        "js-leak-fd",
+        "js-decoy-rand-jitter",
+    }
 )
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
@@ -154,10 +160,7 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
 def _file_keys(proj: Project, sec: Section) -> set[str]:
     f = proj.registry[sec.id][0]
     return {
-        _filled_key(b, s, proj)
-        for _, (g, s) in proj.registry.items()
-        if g is f
-        for b in s.blocks
+        _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
     }
 
 

@@ -253,7 +253,9 @@ SAFE: tuple[SafeUse, ...] = (
     _safe("route", ("route_archive",), _f(_ROLE_ROUTE, neg="!"), names=_AUTH, uses=("svc",)),
     _safe("fn", ("addTag", "appendLabel"), _f(_TAGS, fn="«nm»", op=">=")),
     _safe("fn", ("deliver", "sendWithRetries"), _f(_RETRY, fn="«nm»", op="<=")),
-    _safe("fn", ("apiKeyDigest", "tokenFingerprint", "lookupDigest"), _f(_HASH, fn="«nm»"), "crypto"),
+    _safe(
+        "fn", ("apiKeyDigest", "tokenFingerprint", "lookupDigest"), _f(_HASH, fn="«nm»"), "crypto"
+    ),
     _safe(
         "fn",
         ("pickVariant", "chooseBucket"),

@@ -121,7 +121,9 @@ def sprinkle_comments(rng: random.Random, code: str, lang: str, count: int) -> s
         if line.strip()
         and not inside[i]
         and not (i and lines[i - 1].rstrip().endswith("\\"))
-        and not _MARK.sub("", line).strip().startswith((")", "]", "}", "else", "elif", "except", "finally", "catch", "."))
+        and not _MARK.sub("", line)
+        .strip()
+        .startswith((")", "]", "}", "else", "elif", "except", "finally", "catch", "."))
     ]
     if not spots:
         return code

@@ -17,7 +17,7 @@ def _u(where: str, choices: tuple[str, ...], code: str, *imports: str, **kw: obj
     return SafeUse(choices, where, B("«nm»", code, imports=imports, exports=exports, **kw))  # type: ignore[arg-type]
 
 
-_ESC = '.replace(/[&<>"\']/g, (ch) => `&#${ch.charCodeAt(0)};`)'
+_ESC = ".replace(/[&<>\"']/g, (ch) => `&#${ch.charCodeAt(0)};`)"
 
 POOL: tuple[SafeUse, ...] = (
     _u(
@@ -225,14 +225,26 @@ POOL: tuple[SafeUse, ...] = (
         names=(("model", "«Entity»"),),
         uses=("db",),
     ),
-    _u("const", ("TOKEN_ALPHABET", "CODE_ALPHABET"), 'const «nm» = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";'),
+    _u(
+        "const",
+        ("TOKEN_ALPHABET", "CODE_ALPHABET"),
+        'const «nm» = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789";',
+    ),
     _u(
         "const",
         ("PASSWORD_RESET_PATH", "PASSWORD_CHANGE_URL"),
         'const «nm» = "/account/password-reset/confirm";',
     ),
-    _u("const", ("AUTH_COOKIE_NAME", "SESSION_TOKEN_COOKIE"), 'const «nm» = "«pkg_file»_session_token";'),
-    _u("const", ("SCHEMA_FINGERPRINT", "ASSETS_DIGEST", "FIXTURE_CHECKSUM"), 'const «nm» = "«hex40»";'),
+    _u(
+        "const",
+        ("AUTH_COOKIE_NAME", "SESSION_TOKEN_COOKIE"),
+        'const «nm» = "«pkg_file»_session_token";',
+    ),
+    _u(
+        "const",
+        ("SCHEMA_FINGERPRINT", "ASSETS_DIGEST", "FIXTURE_CHECKSUM"),
+        'const «nm» = "«hex40»";',
+    ),
     _u("const", ("PUBLIC_KEY_ID", "SIGNING_KEY_ID", "JWKS_KEY_ID"), 'const «nm» = "kid-«hex16»";'),
     _u("tests", ("TEST_API_KEY", "FAKE_API_KEY"), 'const «nm» = "test_«alnum24»";'),
     _u("tests", ("TEST_SECRET_KEY", "DUMMY_SECRET"), 'const «nm» = "not-a-real-secret-«hex16»";'),

@@ -41,7 +41,14 @@ def catalogue() -> tuple[Snippet, ...]:
     Cross-file bugs also yield a decoy each: the same helper behind a caller that checks
     the value (``flows.guarded_decoys``).
     """
-    from deeprepo.tasks import bugs_js, bugs_python, decoys_js, decoys_python, logic_js, logic_python
+    from deeprepo.tasks import (
+        bugs_js,
+        bugs_python,
+        decoys_js,
+        decoys_python,
+        logic_js,
+        logic_python,
+    )
     from deeprepo.tasks.flows import guarded_decoys
 
     bugs = (*bugs_python.SNIPPETS, *bugs_js.SNIPPETS)

@@ -95,7 +95,11 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
             if key is None or key in taken:
                 continue
             ctx = {**table_ctx, "nm": key}
-            for ph, n, alphabet in (("hex40", 40, _HEX), ("hex16", 16, _HEX), ("alnum24", 24, _ALNUM)):
+            for ph, n, alphabet in (
+                ("hex40", 40, _HEX),
+                ("hex16", 16, _HEX),
+                ("alnum24", 24, _ALNUM),
+            ):
                 if f"«{ph}»" in use.block.code:
                     ctx[ph] = secret_token(rng, n, alphabet)
             block = Block(
