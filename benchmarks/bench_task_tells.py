@@ -251,8 +251,12 @@ def comment_detector(
     return flags(test, thr)
 
 
-def file_scores(train: list[GeneratedTask], test: list[GeneratedTask]) -> tuple[Score, Score]:
-    """The file-name detector and its chance, per file."""
+def file_scores(
+    train: list[GeneratedTask], test: list[GeneratedTask]
+) -> tuple[Score, Score, Score]:
+    """The file-name detector, its chance, and the same number of the largest files, per file
+    (bigger files hold more code, so they hold more bugs: the size row says how much of the
+    name's lead is size alone)."""
     seen: dict[str, int] = defaultdict(int)
     bad: dict[str, int] = defaultdict(int)
     for task in train:
@@ -301,7 +305,12 @@ def file_scores(train: list[GeneratedTask], test: list[GeneratedTask]) -> tuple[
         statistics.fmean(s.precision for s in draws),
         statistics.fmean(s.recall for s in draws),
     )
-    return det, chance
+
+    def largest(t: int, files: list[str]) -> set[str]:
+        by_size = sorted(files, key=lambda f: (-test[t].files[f].count("\n"), f))
+        return set(by_size[: counts[t]])
+
+    return det, chance, score(test, largest)
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -356,8 +365,9 @@ def main(argv: list[str] | None = None) -> int:
             union[t] |= s
         print(row(f"grep:{name}", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     print(row("grep:any", score_lines(test, union, tol), chance_lines(test, union, tol)))
-    det, chance = file_scores(train, test)
+    det, chance, size = file_scores(train, test)
     print(row("file-name (per file)", det, chance))
+    print(row("file-size (per file)", size, chance))
     fl = position_detector(train, test, tol)
     print(row("line-position", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = comment_detector(train, test, tol)

@@ -185,10 +185,10 @@ def test_vulnerable_ranges_contain_the_sink_of_their_kind(corpus: list[Generated
             assert 1 <= e.start_line <= e.sink_line <= e.end_line <= len(lines), e
             window = "\n".join(lines[e.start_line - 1 : e.end_line])
             assert re.search(SINK_PATTERNS[e.kind], window), (task.task_id, e.kind, window)
-            if e.kind == "missing-authorization" and "owner" not in e.description + window:
+            if e.kind == "missing-authorization" and not re.search(r"IDOR|inverted", e.description):
                 # A missing decorator: no auth marker in the range (an IDOR or an inverted
                 # role test sits behind a login check, so they are exempt).
-                assert "inverted" in e.description or not AUTH_MARKERS.search(window), window
+                assert not AUTH_MARKERS.search(window), window
             checked += 1
     assert checked >= 60
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import shutil
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -56,7 +57,7 @@ _PINNED = frozenset(
 )
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
-_TWINS = {"small": 1, "medium": 2, "large": 4}  # clean copies of cross-file helpers (+0..1)
+_TWINS = {"small": 1, "medium": 3, "large": 6}  # clean copies of cross-file helpers (+0..1)
 _ORIGIN = "a request value read by a route handler"
 
 
@@ -148,10 +149,19 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     (so the file that holds a bug kind is not fixed by the kind)."""
     if not portable(snippet):
         return proj.sections(snippet.host)
+    # A module alias two sections share (product.model.js and product.validator.js are both
+    # "product") would import the wrong one in a caller.
+    handles = Counter(
+        h
+        for h, _ in {
+            (sec.handle, f.path) for f, sec in proj.registry.values() if not sec.class_name
+        }
+    )
     return [
         sec
         for sid, (f, sec) in proj.registry.items()
         if sec.class_name is None
+        and handles[sec.handle] == 1
         and sid.split(":")[0] not in ("app", "tests")
         and (proj.lang == "python" or (f.exports == "functions" and sec.handle.isidentifier()))
     ]
@@ -168,12 +178,13 @@ def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> _Pla
     """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
     hosts = host_sections(proj, snippet)
     rng.shuffle(hosts)
-    secrets = {
-        "secret_hex": secret_token(rng, 40, "0123456789abcdef"),
-        "secret_alnum": secret_token(
+    secrets = {}
+    if "«secret_hex»" in snippet.block.code:
+        secrets["secret_hex"] = secret_token(rng, 40, "0123456789abcdef")
+    if "«secret_alnum»" in snippet.block.code:
+        secrets["secret_alnum"] = secret_token(
             rng, 24, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-        ),
-    }
+        )
     for sec in hosts:
         key = _filled_key(snippet.block, sec, proj)
         if snippet.replaces:

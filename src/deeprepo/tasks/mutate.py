@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+from functools import lru_cache
 from typing import NamedTuple
 
 from deeprepo.tasks.render import Block
@@ -50,11 +51,13 @@ _PY_DOC_OPEN = re.compile(r'^\s*[rbu]?("""|\'\'\')')
 _MARK = re.compile(r"⟦[^⟧]*⟧")
 
 
-def _string_state(lines: list[str], lang: str) -> list[bool]:
+@lru_cache(maxsize=8192)
+def _string_state(code: str, lang: str) -> tuple[bool, ...]:
     """For each line: does it start inside a multi-line string (so nothing may go before it)?"""
+    lines = code.split("\n")
     quotes = ('"""', "'''") if lang == "python" else ("`",)
-    if not any(q in ln for ln in lines for q in quotes):
-        return [False] * len(lines)
+    if not any(q in code for q in quotes):
+        return (False,) * len(lines)
     inside: list[bool] = []
     open_q: str | None = None
     for line in lines:
@@ -71,13 +74,14 @@ def _string_state(lines: list[str], lang: str) -> list[bool]:
         else:
             if line.count("`") % 2 == 1:
                 open_q = None if open_q else "`"
-    return inside
+    return tuple(inside)
 
 
+@lru_cache(maxsize=8192)
 def strip_comments(code: str, lang: str) -> str:
     """Drop function docstrings and whole-line comments (not lines carrying marks)."""
     lines = code.split("\n")
-    inside = _string_state(lines, lang)
+    inside = _string_state(code, lang)
     out: list[str] = []
     i = 0
     while i < len(lines):
@@ -114,7 +118,7 @@ def sprinkle_comments(rng: random.Random, code: str, lang: str, count: int) -> s
     if count <= 0:
         return code
     lines = code.split("\n")
-    inside = _string_state(lines, lang)
+    inside = _string_state(code, lang)
     spots = [
         i
         for i, line in enumerate(lines)
@@ -135,19 +139,36 @@ def sprinkle_comments(rng: random.Random, code: str, lang: str, count: int) -> s
 
 
 def mutate_block(
-    rng: random.Random, block: Block, lang: str, planted: bool, rate: float, shape: Shape
+    rng: random.Random,
+    block: Block,
+    lang: str,
+    planted: bool,
+    rate: float,
+    shape: Shape,
+    method: bool = False,
 ) -> Block:
     """The block in the project's shape, its own comments maybe dropped, pool comments added."""
-    from dataclasses import replace
-
     code = reshape(rng, block.code, lang, shape)
+    if lang == "js" and shape.js_arrows and not method:
+        code = to_arrow(code)
     if planted or rng.random() < 0.5:
         code = strip_comments(code, lang)
     n = 1 if rng.random() < rate else 0
     if n and rng.random() < 0.25:
         n = 2
     code = sprinkle_comments(rng, code, lang, n)
-    return block if code == block.code else replace(block, code=code)
+    if code == block.code:
+        return block
+    return Block(
+        block.key,
+        code,
+        block.imports,
+        block.names,
+        block.uses,
+        block.exports,
+        block.ctx,
+        block.tag,
+    )
 
 
 # --- shape mutations ----------------------------------------------------------------------------
@@ -157,7 +178,8 @@ class Shape(NamedTuple):
     """How one project writes code: a formatter's line width and a few habits."""
 
     wrap: int  # wrap calls on lines longer than this (0: never)
-    drop_return_types: bool  # python: no ``-> T`` annotations
+    drop_return_types: bool  # python: no annotations on parameters and returns
+    js_arrows: bool  # js: module functions as ``const f = (…) => {…};``
     js_let: bool  # js: ``let`` for local bindings
     temp_rate: float  # share of ``return EXPR`` written as ``name = EXPR`` + ``return name``
 
@@ -166,6 +188,7 @@ def choose_shape(rng: random.Random) -> Shape:
     return Shape(
         wrap=rng.choice((0, 72, 80, 88, 100)),
         drop_return_types=rng.random() < 0.4,
+        js_arrows=rng.random() < 0.35,
         js_let=rng.random() < 0.3,
         temp_rate=rng.choice((0.0, 0.15, 0.35)),
     )
@@ -242,49 +265,34 @@ def _wrap(line: str, lang: str) -> list[str] | None:
 
 def reshape(rng: random.Random, code: str, lang: str, shape: Shape) -> str:
     """Apply the project's habits to one block (lines in multi-line strings are left alone)."""
+    code = _fixed_shape(code, lang, shape.drop_return_types, shape.js_let, shape.wrap)
+    if shape.temp_rate and "return " in code:
+        code = _temporaries(rng, code, lang, shape.temp_rate)
+    return code
+
+
+@lru_cache(maxsize=8192)
+def _fixed_shape(code: str, lang: str, untyped: bool, let: bool, wrap: int) -> str:
+    """The deterministic habits (cached: clean blocks recur in every project)."""
     py = lang == "python"
-    drop = py and shape.drop_return_types and "->" in code
-    let = not py and shape.js_let and "const " in code
-    temp = shape.temp_rate > 0 and "return " in code
-    wrap = shape.wrap
-    if not (drop or let or temp or (wrap and any(len(ln) > wrap for ln in code.split("\n")))):
-        return code
+    drop = py and untyped and "def " in code
+    let = not py and let and "const " in code
     lines = code.split("\n")
-    inside = _string_state(lines, lang)
+    if not (drop or let or (wrap and any(len(ln) > wrap for ln in lines))):
+        return code
+    inside = _string_state(code, lang)
     out: list[str] = []
-    used: set[str] | None = None
     for i, raw in enumerate(lines):
         if inside[i] or (i + 1 < len(lines) and inside[i + 1]) or not raw.strip():
             out.append(raw)
             continue
         line, marks = _split_marks(raw) if "⟦" in raw else (raw, "")
         new = [line]
-        if drop and "->" in line:
+        if drop and ("def " in line or line.lstrip().startswith(") ->")):
             m = _RET_TYPE.match(line)
-            if m:
-                new = [m.group(1) + ":"]
-        if let and line.startswith((" ", "\t")) and "const " in line:
+            new = [_untyped_def(m.group(1) + ":" if m else line)]
+        if let and "const " in line and line.startswith((" ", "\t")):
             new = [re.sub(r"^(\s+)const ", r"\1let ", new[0])]
-        m = _RETURN.match(new[0]) if temp and "return " in line else None
-        if m and rng.random() < shape.temp_rate:
-            nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
-            expr = m.group(2)
-            if (
-                not nxt.startswith((".", "+", "-", "?", ":", "&", "|", "*", "/"))
-                and not expr.endswith(("(", "[", "{", ","))
-                and _balanced(expr)
-            ):
-                if used is None:
-                    used = set(re.findall(r"\w+", code))
-                name = next((n for n in _TEMP_NAMES if n not in used), "")
-                if name:
-                    used.add(name)
-                    ind = m.group(1)
-                    new = (
-                        [f"{ind}{name} = {expr}", f"{ind}return {name}"]
-                        if py
-                        else [f"{ind}const {name} = {expr};", f"{ind}return {name};"]
-                    )
         if wrap and len(new[0]) > wrap:
             wrapped = _wrap(new[0], lang)
             if wrapped:
@@ -292,9 +300,45 @@ def reshape(rng: random.Random, code: str, lang: str, shape: Shape) -> str:
                 sink = re.search(r"⟦([\w.-]+):sink⟧", marks)
                 if sink and f"⟦{sink.group(1)}:end⟧" not in code:
                     wrapped[-1] += f"  ⟦{sink.group(1)}:end⟧"
-                new = wrapped + new[1:]
+                new = wrapped
         new[0] += marks
         out.extend(new)
+    return "\n".join(out)
+
+
+def _temporaries(rng: random.Random, code: str, lang: str, rate: float) -> str:
+    """Some ``return EXPR`` lines as ``name = EXPR`` + ``return name``."""
+    lines = code.split("\n")
+    inside = _string_state(code, lang)
+    used: set[str] | None = None
+    out: list[str] = []
+    for i, raw in enumerate(lines):
+        m = _RETURN.match(raw) if "return " in raw and not inside[i] else None
+        if m is None or rng.random() >= rate:
+            out.append(raw)
+            continue
+        expr, marks = _split_marks(m.group(2)) if "⟦" in raw else (m.group(2), "")
+        expr = expr.rstrip(";")
+        nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
+        if (
+            nxt.startswith((".", "+", "-", "?", ":", "&", "|", "*", "/"))
+            or expr.endswith(("(", "[", "{", ","))
+            or not _balanced(expr)
+        ):
+            out.append(raw)
+            continue
+        if used is None:
+            used = set(re.findall(r"\w+", code))
+        name = next((n for n in _TEMP_NAMES if n not in used), "")
+        if not name:
+            out.append(raw)
+            continue
+        used.add(name)
+        ind = m.group(1)
+        if lang == "python":
+            out += [f"{ind}{name} = {expr}{marks}", f"{ind}return {name}"]
+        else:
+            out += [f"{ind}const {name} = {expr};{marks}", f"{ind}return {name};"]
     return "\n".join(out)
 
 
@@ -318,3 +362,61 @@ def _balanced(expr: str) -> bool:
                 return False
         i += 1
     return depth == 0 and not quote
+
+
+_DEF = re.compile(r"^(\s*(?:async )?def [^(]+\()(.*)(\):)$")
+
+
+def _split_params(params: str) -> list[str] | None:
+    out, depth, quote, cur = [], 0, "", ""
+    for ch in params:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    if depth or quote:
+        return None
+    return [*out, cur] if cur.strip() else out
+
+
+def _untyped_def(line: str) -> str:
+    """``def f(a: int, b: str = "x"):`` → ``def f(a, b="x"):`` (one-line signatures only)."""
+    m = _DEF.match(line)
+    if not m or "lambda" in m.group(2):
+        return line
+    parts = _split_params(m.group(2))
+    if parts is None:
+        return line
+    out = []
+    for p in parts:
+        name, colon, rest = p.partition(":")
+        if not colon:
+            out.append(p.strip() if out else p.lstrip())
+            continue
+        default = rest.split("=", 1)[1].strip() if "=" in rest else None
+        out.append(name.strip() + (f"={default}" if default is not None else ""))
+    return m.group(1) + ", ".join(out) + m.group(3)
+
+
+_JS_FN = re.compile(r"^(«afn»|«fn»|async function |function )([\w«»$]+)\((.*)\) \{$")
+
+
+def to_arrow(code: str) -> str:
+    """A module-level ``function f(a) {…}`` as ``const f = (a) => {…};``."""
+    lines = code.split("\n")
+    m = _JS_FN.match(lines[0])
+    if not m or lines[-1] != "}":
+        return code
+    is_async = m.group(1) in ("«afn»", "async function ")
+    lines[0] = f"const {m.group(2)} = {'async ' if is_async else ''}({m.group(3)}) => {{"
+    lines[-1] = "};"
+    return "\n".join(lines)

@@ -12,6 +12,7 @@ Applied to a project after its bugs and decoys are planted:
 from __future__ import annotations
 
 import random
+import re
 
 from deeprepo.tasks import logic_js, logic_python, safe_js, safe_python
 from deeprepo.tasks.mutate import choose_shape, mutate_block
@@ -46,6 +47,23 @@ def _fits(use: SafeUse, sec: Section) -> bool:
     if use.where == "repo":
         return role == "repo"
     return role == use.where
+
+
+_SINK_LIKE = re.compile(
+    r"shell=True|subprocess|\bexec\(|execFile|requests\.get|fetch\(|pickle|yaml\.load|"
+    r"md5|sha1|createHash|\.execute\(|query\(|open\(|readFile|send_file"
+)
+
+
+_WEIGHTS: dict[int, float] = {}
+
+
+def _weight(use: SafeUse) -> float:
+    """Uses that look like the sinks of planted bugs are drawn three times as often."""
+    w = _WEIGHTS.get(id(use))
+    if w is None:
+        w = _WEIGHTS[id(use)] = 3.0 if _SINK_LIKE.search(use.block.code) else 1.0
+    return w
 
 
 def _filled(key: str, ctx: dict[str, str]) -> str | None:
@@ -84,7 +102,9 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
         if not want:
             continue
         fits = [u for u in pool if _fits(u, sec)]
-        rng.shuffle(fits)
+        # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
+        keys = [rng.random() ** (1.0 / _weight(u)) for u in fits]
+        fits = [u for _, u in sorted(zip(keys, fits, strict=True), key=lambda t: -t[0])]
         base = {**proj.ctx, **sec.ctx}
         taken = in_file[f.path]  # module-level names must be unique in their file
         for use in fits:
@@ -125,4 +145,7 @@ def mutate_comments(rng: random.Random, proj: Project, rate: float = 0.3) -> Non
     for _sid, (f, sec) in proj.registry.items():
         if f.lang not in ("python", "js"):
             continue
-        sec.blocks = [mutate_block(rng, b, f.lang, bool(b.tag), rate, shape) for b in sec.blocks]
+        method = sec.class_name is not None
+        sec.blocks = [
+            mutate_block(rng, b, f.lang, bool(b.tag), rate, shape, method) for b in sec.blocks
+        ]
