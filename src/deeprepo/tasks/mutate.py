@@ -368,7 +368,8 @@ _DEF = re.compile(r"^(\s*(?:async )?def [^(]+\()(.*)(\):)$")
 
 
 def _split_params(params: str) -> list[str] | None:
-    out, depth, quote, cur = [], 0, "", ""
+    out: list[str] = []
+    depth, quote, cur = 0, "", ""
     for ch in params:
         if quote:
             quote = "" if ch == quote else quote
@@ -396,7 +397,7 @@ def _untyped_def(line: str) -> str:
     parts = _split_params(m.group(2))
     if parts is None:
         return line
-    out = []
+    out: list[str] = []
     for p in parts:
         name, colon, rest = p.partition(":")
         if not colon:

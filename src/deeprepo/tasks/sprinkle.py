@@ -103,8 +103,8 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
             continue
         fits = [u for u in pool if _fits(u, sec)]
         # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
-        keys = [rng.random() ** (1.0 / _weight(u)) for u in fits]
-        fits = [u for _, u in sorted(zip(keys, fits, strict=True), key=lambda t: -t[0])]
+        order = [rng.random() ** (1.0 / _weight(u)) for u in fits]
+        fits = [u for _, u in sorted(zip(order, fits, strict=True), key=lambda t: -t[0])]
         base = {**proj.ctx, **sec.ctx}
         taken = in_file[f.path]  # module-level names must be unique in their file
         for use in fits:
