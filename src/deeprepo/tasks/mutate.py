@@ -157,12 +157,15 @@ def mutate_block(
     if n and rng.random() < 0.25:
         n = 2
     code = sprinkle_comments(rng, code, lang, n)
-    if code == block.code:
+    imports = block.imports
+    if lang == "python" and shape.drop_return_types:
+        imports = _used_imports(imports, code)
+    if code == block.code and imports == block.imports:
         return block
     return Block(
         block.key,
         code,
-        block.imports,
+        imports,
         block.names,
         block.uses,
         block.exports,
@@ -190,7 +193,7 @@ def choose_shape(rng: random.Random) -> Shape:
         drop_return_types=rng.random() < 0.4,
         js_arrows=rng.random() < 0.35,
         js_let=rng.random() < 0.3,
-        temp_rate=rng.choice((0.0, 0.15, 0.35)),
+        temp_rate=rng.choice((0.0, 0.1, 0.25)),
     )
 
 
@@ -321,7 +324,8 @@ def _temporaries(rng: random.Random, code: str, lang: str, rate: float) -> str:
         expr = expr.rstrip(";")
         nxt = next((ln.strip() for ln in lines[i + 1 :] if ln.strip()), "")
         if (
-            nxt.startswith((".", "+", "-", "?", ":", "&", "|", "*", "/"))
+            re.fullmatch(r"[\w.\"']+", expr)  # a bare name or literal needs no temporary
+            or nxt.startswith((".", "+", "-", "?", ":", "&", "|", "*", "/"))
             or expr.endswith(("(", "[", "{", ","))
             or not _balanced(expr)
         ):
@@ -421,3 +425,21 @@ def to_arrow(code: str) -> str:
     lines[0] = f"const {m.group(2)} = {'async ' if is_async else ''}({m.group(3)}) => {{"
     lines[-1] = "};"
     return "\n".join(lines)
+
+
+_TYPING_FROM = re.compile(r"^from (typing|collections\.abc) import (.+)$")
+
+
+def _used_imports(imports: tuple[str, ...], code: str) -> tuple[str, ...]:
+    """Typing imports an untyped block no longer needs are dropped."""
+    out: list[str] = []
+    for spec in imports:
+        m = _TYPING_FROM.match(spec)
+        if not m:
+            out.append(spec)
+            continue
+        names = [n.strip() for n in m.group(2).split(",")]
+        kept = [n for n in names if re.search(rf"\b{re.escape(n)}\b", code)]
+        if kept:
+            out.append(f"from {m.group(1)} import {', '.join(kept)}")
+    return tuple(out)
