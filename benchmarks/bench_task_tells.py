@@ -14,6 +14,8 @@ random), so a detector that beats chance by much is a tell the generator must no
   a bug often enough (the threshold that maximises F1 on the training seeds).
 * ``line-position`` — learned: ``(base name, line)`` pairs that were inside bugs in training.
 * ``comment`` — learned: comment and docstring texts that sat next to bugs in training.
+* ``line-shape`` — learned: a template matcher over lines with identifiers, strings and
+  numbers abstracted (the shapes that sat inside bugs in training).
 
 Line-level detectors count a flag as a hit when it lies within ``--tol`` lines of a bug's
 range (decoys are negatives); recall is the share of bugs with at least one hit. The file
@@ -222,6 +224,33 @@ def comment_text(line: str) -> str | None:
     return None
 
 
+def shape_detector(
+    train: list[GeneratedTask], test: list[GeneratedTask], tol: int
+) -> dict[int, set[tuple[str, int]]]:
+    """A template matcher: line shapes (identifiers, strings, numbers abstracted) that sat
+    inside bugs in training."""
+    seen: dict[str, int] = defaultdict(int)
+    bad: dict[str, int] = defaultdict(int)
+    for task in train:
+        in_bug = {(e.file, ln) for e in task.bugs for ln in range(e.start_line, e.end_line + 1)}
+        for f, i, line in code_lines(task):
+            sh = line_shape(line)
+            seen[sh] += 1
+            bad[sh] += (f, i) in in_bug
+    rate = {sh: bad[sh] / n for sh, n in seen.items() if n >= 2 and bad[sh]}
+
+    def flags(tasks: list[GeneratedTask], thr: float) -> dict[int, set[tuple[str, int]]]:
+        out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for t, task in enumerate(tasks):
+            for f, i, line in code_lines(task):
+                if rate.get(line_shape(line), 0.0) >= thr:
+                    out[t].add((f, i))
+        return out
+
+    thr = _best_threshold(lambda x: flags(train, x), train, tol)
+    return flags(test, thr)
+
+
 def comment_detector(
     train: list[GeneratedTask], test: list[GeneratedTask], tol: int
 ) -> dict[int, set[tuple[str, int]]]:
@@ -372,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     print(row("line-position", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = comment_detector(train, test, tol)
     print(row("comment", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    fl = shape_detector(train, test, tol)
+    print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()

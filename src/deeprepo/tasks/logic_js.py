@@ -46,7 +46,7 @@ _OWNER_CHECK = """    if (item.ownerId !== req.user.id && !(req.user.roles || []
 """
 _ROLE_ROUTE = """router.post("«rp»/:id/archive", requireAuth, async (req, res, next) => {
   try {
-    if ({neg}(req.user.roles || []).includes("admin")) {  ⟦sink⟧
+    if ((req.user.roles || []).includes("{role}")) {  ⟦sink⟧
       res.status(403).json({ error: "forbidden" });
       return;
     }
@@ -57,17 +57,17 @@ _ROLE_ROUTE = """router.post("«rp»/:id/archive", requireAuth, async (req, res,
   }
 });"""
 _TAGS = """«fn»{fn}(tags, tag) {
-  if (tags.length {op} 10) {  ⟦sink⟧
+  if (tags.length {op}) {  ⟦sink⟧
     throw new Error("at most 10 tags");
   }
   return [...tags, String(tag).trim().toLowerCase()];
 }"""
 _RETRY = """«afn»{fn}(send, maxTries = 3) {
-  for (let attempt = 1; attempt {op} maxTries; attempt += 1) {  ⟦sink⟧
+  for (let attempt = {lo}; attempt < maxTries; attempt += 1) {  ⟦sink⟧
     if (await send()) {
       return true;
     }
-    await new Promise((resolve) => setTimeout(resolve, 200 * attempt));
+    await new Promise((resolve) => setTimeout(resolve, 200 * (attempt + {hi})));
   }
   return false;
 }"""
@@ -112,7 +112,7 @@ SNIPPETS: tuple[Snippet, ...] = (
         "js-authz-inverted",
         "missing-authorization",
         "routes",
-        _f(_ROLE_ROUTE, neg=""),
+        _f(_ROLE_ROUTE, role="admin"),
         "The archive route's role test is inverted: it refuses admins and lets every other "
         "signed-in user delete «entities» (broken authorisation).",
         key="route_archive",
@@ -123,7 +123,7 @@ SNIPPETS: tuple[Snippet, ...] = (
         "js-obo-tags",
         "off-by-one",
         "validators",
-        _f(_TAGS, fn="addTag", op=">"),
+        _f(_TAGS, fn="addTag", op="> 10"),
         "`addTag` checks `tags.length > 10` before appending, so a record can reach 11 tags "
         "(off-by-one).",
         key="addTag",
@@ -132,15 +132,15 @@ SNIPPETS: tuple[Snippet, ...] = (
         "js-decoy-obo-tags",
         "off-by-one",
         "validators",
-        _f(_TAGS, fn="addTag", op=">="),
-        "Safe: `>= 10` before appending keeps at most 10 tags.",
+        _f(_TAGS, fn="addTag", op="> 9"),
+        "Safe: `> 9` before appending keeps at most 10 tags.",
         key="addTag",
     ),
     _s(
         "js-obo-retry",
         "off-by-one",
         "webhooks",
-        _f(_RETRY, fn="deliver", op="<"),
+        _f(_RETRY, fn="deliver", lo="1", hi="0"),
         "`deliver` counts attempts from 1 while `attempt < maxTries`, so it tries one time fewer "
         "than asked (off-by-one).",
         key="deliver",
@@ -149,8 +149,8 @@ SNIPPETS: tuple[Snippet, ...] = (
         "js-decoy-obo-retry",
         "off-by-one",
         "webhooks",
-        _f(_RETRY, fn="deliver", op="<="),
-        "Safe: counting from 1 while `attempt <= maxTries` makes exactly `maxTries` attempts.",
+        _f(_RETRY, fn="deliver", lo="0", hi="1"),
+        "Safe: counting from 0 while `attempt < maxTries` makes exactly `maxTries` attempts.",
         key="deliver",
     ),
     _s(
@@ -250,9 +250,9 @@ SAFE: tuple[SafeUse, ...] = (
         )
         for word in ("history", "activity")
     ),
-    _safe("route", ("route_archive",), _f(_ROLE_ROUTE, neg="!"), names=_AUTH, uses=("svc",)),
-    _safe("fn", ("addTag", "appendLabel"), _f(_TAGS, fn="«nm»", op=">=")),
-    _safe("fn", ("deliver", "sendWithRetries"), _f(_RETRY, fn="«nm»", op="<=")),
+    _safe("route", ("route_archive",), _f(_ROLE_ROUTE, role="viewer"), names=_AUTH, uses=("svc",)),
+    _safe("fn", ("addTag", "appendLabel"), _f(_TAGS, fn="«nm»", op="> 9")),
+    _safe("fn", ("deliver", "sendWithRetries"), _f(_RETRY, fn="«nm»", lo="0", hi="1")),
     _safe(
         "fn", ("apiKeyDigest", "tokenFingerprint", "lookupDigest"), _f(_HASH, fn="«nm»"), "crypto"
     ),

@@ -42,19 +42,19 @@ _OWNER_CHECK = """    if item.get("owner_id") != g.user.get("id") and "admin" no
 _ROLE_ROUTE = """@«bp».route("«rp»/<int:«entity»_id>/archive", methods=["POST"])
 @login_required
 def archive_«entity»(«entity»_id: int):
-    if "admin" {op} g.user.get("roles", ()):  ⟦sink⟧
+    if "{role}" {op} g.user.get("roles", ()):  ⟦sink⟧
         abort(403)
     «svc.»«s_delete»(«entity»_id)
     return "", 204"""
 _TAGS = """def add_tag(«selfp»tags: list[str], tag: str) -> list[str]:
-    if len(tags) {op} 10:  ⟦sink⟧
+    if len(tags) {op}:  ⟦sink⟧
         raise ValueError("at most 10 tags")
     return [*tags, tag.strip().lower()]"""
 _RETRY = """def deliver(«selfp»send: Callable[[], bool], max_tries: int = 3) -> bool:
-    for attempt in range({lo}, max_tries{hi}):  ⟦sink⟧
+    for attempt in range({lo}, max_tries):  ⟦sink⟧
         if send():
             return True
-        time.sleep(0.2 * attempt)
+        time.sleep(0.2 * (attempt + {hi}))
     return False"""
 _STORE = """def store_new_file(name: str, data: bytes) -> str:
     path = os.path.join(UPLOAD_DIR, os.path.basename(name))  ⟦start⟧
@@ -98,7 +98,7 @@ SNIPPETS: tuple[Snippet, ...] = (
         "py-authz-inverted",
         "missing-authorization",
         "routes",
-        _ROLE_ROUTE.format(op="in"),
+        _ROLE_ROUTE.format(op="in", role="admin"),
         "The archive endpoint's role test is inverted: it refuses admins and lets every other "
         "logged-in user delete «entities» (broken authorisation).",
         *_J,
@@ -110,7 +110,7 @@ SNIPPETS: tuple[Snippet, ...] = (
         "py-obo-tags",
         "off-by-one",
         "validators",
-        _TAGS.format(op=">"),
+        _TAGS.format(op="> 10"),
         "`add_tag` checks `len(tags) > 10` before appending, so a record can reach 11 tags "
         "(off-by-one).",
         key="add_tag",
@@ -119,15 +119,15 @@ SNIPPETS: tuple[Snippet, ...] = (
         "py-decoy-obo-tags",
         "off-by-one",
         "validators",
-        _TAGS.format(op=">="),
-        "Safe: `>= 10` before appending keeps at most 10 tags.",
+        _TAGS.format(op="> 9"),
+        "Safe: `> 9` before appending keeps at most 10 tags.",
         key="add_tag",
     ),
     _s(
         "py-obo-retry",
         "off-by-one",
         "webhooks",
-        _RETRY.format(lo=1, hi=""),
+        _RETRY.format(lo=1, hi=0),
         "`deliver` loops over `range(1, max_tries)` and so tries one time fewer than asked "
         "(off-by-one).",
         "import time",
@@ -138,8 +138,8 @@ SNIPPETS: tuple[Snippet, ...] = (
         "py-decoy-obo-retry",
         "off-by-one",
         "webhooks",
-        _RETRY.format(lo=1, hi=" + 1"),
-        "Safe: `range(1, max_tries + 1)` makes exactly `max_tries` attempts.",
+        _RETRY.format(lo=0, hi=1),
+        "Safe: `range(0, max_tries)` makes exactly `max_tries` attempts.",
         "import time",
         "from collections.abc import Callable",
         key="deliver",
@@ -251,16 +251,16 @@ SAFE: tuple[SafeUse, ...] = (
     _safe(
         "route",
         ("archive_«entity»",),
-        _ROLE_ROUTE.format(op="not in").replace("archive_«entity»(", "«nm»("),
+        _ROLE_ROUTE.format(op="in", role="viewer").replace("archive_«entity»(", "«nm»("),
         *_J,
         names=_AUTH,
         uses=("svc",),
     ),
-    _safe("fn", ("add_tag", "append_label"), _TAGS.format(op=">=").replace("add_tag(", "«nm»(")),
+    _safe("fn", ("add_tag", "append_label"), _TAGS.format(op="> 9").replace("add_tag(", "«nm»(")),
     _safe(
         "fn",
         ("deliver", "send_with_retries"),
-        _RETRY.format(lo=1, hi=" + 1").replace("deliver(", "«nm»("),
+        _RETRY.format(lo=0, hi=1).replace("deliver(", "«nm»("),
         "import time",
         "from collections.abc import Callable",
     ),

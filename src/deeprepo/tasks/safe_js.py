@@ -287,4 +287,72 @@ POOL: tuple[SafeUse, ...] = (
 });""",
         uses=("svc",),
     ),
+    # Lookalikes: the line shapes of planted bugs, in code that is safe.
+    _u(
+        "repo",
+        ("latest«Entities»Page", "newest«Entities»Page", "recent«Entities»Rows"),
+        """«afn»«nm»(limit = 20) {
+  const result = await «dbq»("SELECT * FROM «table» ORDER BY id DESC LIMIT $1", [Number(limit)]);
+  return result.rows.map((row) => «Entity».fromRow(row));
+}""",
+        names=(("model", "«Entity»"),),
+        uses=("db",),
+    ),
+    _u(
+        "fn",
+        ("readPrefix", "fileHead", "peekFile"),
+        """«fn»«nm»(filePath, bytes = 512) {
+  const fd = fs.openSync(String(filePath), "r");
+  try {
+    const buffer = Buffer.alloc(bytes);
+    const read = fs.readSync(fd, buffer, 0, bytes, 0);
+    return buffer.subarray(0, read);
+  } finally {
+    fs.closeSync(fd);
+  }
+}""",
+        "fs",
+    ),
+    _u(
+        "fn",
+        ("traceId", "requestTag", "cacheBuster"),
+        """«fn»«nm»() {
+  let suffix = "";
+  suffix += Math.random().toString(36).slice(2);
+  return `req-${Date.now()}-${suffix}`;
+}""",
+    ),
+    _u(
+        "fn",
+        ("pingUpstream", "probeProvider", "upstreamReachable"),
+        """«afn»«nm»() {
+  const target = "https://status.example.com/api/v2/summary.json";
+  const response = await fetch(target, { method: "HEAD" });
+  return response.ok;
+}""",
+    ),
+    _u(
+        "fn",
+        ("storeNewFile", "writeOnce", "createUpload"),
+        """«fn»«nm»(name, data) {
+  const target = path.join(UPLOAD_DIR, path.basename(name));
+  fs.writeFileSync(target, data, { flag: "wx" });
+  return target;
+}""",
+        "fs",
+        "path",
+        names=(("config", "UPLOAD_DIR"),),
+    ),
+    _u(
+        "fn",
+        ("tally", "countKeys", "histogram"),
+        """«fn»«nm»(items) {
+  const counts = {};
+  for (const key of items) {
+    const current = counts[key] || 0;
+    counts[key] = current + 1;
+  }
+  return counts;
+}""",
+    ),
 )

@@ -377,4 +377,81 @@ def «nm»():
         "from flask import jsonify, request",
         uses=("svc",),
     ),
+    # Lookalikes: the line shapes of planted bugs, in code that is safe.
+    _u(
+        "fn",
+        ("status_code_of_upstream", "upstream_status", "probe_provider"),
+        """def «nm»(«selfp») -> int:
+    target = "https://status.example.com/api/v2/summary.json"
+    with urllib.request.urlopen(target, timeout=5) as response:
+        return response.status""",
+        "import urllib.request",
+    ),
+    _u(
+        "route",
+        ("«entity»_bulk_check", "«entities»_bulk_check"),
+        """@«bp».route("«rp»/bulk-check", methods=["POST"])
+@login_required
+def «nm»():
+    payload = json.loads(request.get_data())
+    return jsonify(received=len(payload))""",
+        "import json",
+        "from flask import jsonify, request",
+        names=(("auth", "login_required"),),
+    ),
+    _u(
+        "svc",
+        ("can_reserve_«entity»", "has_enough_«num»", "«entity»_has_«num»"),
+        """def «nm»(«selfp»«entity»_id: int, amount: «num_type») -> bool:
+    item = «repo.»«r_get»(«entity»_id)
+    if item is None:
+        return False
+    if item.«num» < amount:
+        return False
+    return True""",
+        uses=("repo",),
+    ),
+    _u(
+        "fn",
+        ("placeholder_color", "demo_label", "avatar_seed"),
+        """def «nm»(«selfp»n: int = 6) -> str:
+    palette = "0123456789abcdef"
+    return "".join(random.choice(palette) for _ in range(n))""",
+        "import random",
+    ),
+    _u(
+        "fn",
+        ("post_ingest_event", "forward_event", "push_metric"),
+        """def «nm»(«selfp»event: str) -> int:
+    response = requests.post(
+        "https://hooks.example.com/v1/ingest",
+        json={"event": event},
+        headers={"Content-Type": "application/json"},
+        timeout=5,
+    )
+    return response.status_code""",
+        "import requests",
+    ),
+    _u(
+        "fn",
+        ("tally", "count_keys", "histogram"),
+        """def «nm»(«selfp»items: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in items:
+        current = counts.get(key, 0)
+        counts[key] = current + 1
+    return counts""",
+        "from collections.abc import Iterable",
+    ),
+    _u(
+        "fn",
+        ("store_new_file", "write_once", "create_upload"),
+        """def «nm»(«selfp»name: str, data: bytes) -> str:
+    path = os.path.join(UPLOAD_DIR, os.path.basename(name))
+    with open(path, "xb") as fh:
+        fh.write(data)
+    return path""",
+        "import os",
+        names=(("config", "UPLOAD_DIR"),),
+    ),
 )
