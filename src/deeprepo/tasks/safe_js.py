@@ -292,7 +292,7 @@ POOL: tuple[SafeUse, ...] = (
         "repo",
         ("latest«Entities»Page", "newest«Entities»Page", "recent«Entities»Rows"),
         """«afn»«nm»(limit = 20) {
-  const result = await «dbq»("SELECT * FROM «table» ORDER BY id DESC LIMIT $1", [Number(limit)]);
+  const result = await «dbq»("SELECT * FROM «table» ORDER BY id DESC LIMIT $1", [limit]);
   return result.rows.map((row) => «Entity».fromRow(row));
 }""",
         names=(("model", "«Entity»"),),
@@ -318,7 +318,7 @@ POOL: tuple[SafeUse, ...] = (
         ("traceId", "requestTag", "cacheBuster"),
         """«fn»«nm»() {
   let suffix = "";
-  suffix += Math.random().toString(36).slice(2);
+  suffix += Math.random().toString(36).slice(2).toUpperCase();
   return `req-${Date.now()}-${suffix}`;
 }""",
     ),

@@ -454,4 +454,30 @@ def «nm»():
         "import os",
         names=(("config", "UPLOAD_DIR"),),
     ),
+    _u(
+        "route",
+        ("«entity»_terms", "«entities»_terms"),
+        """@«bp».route("«rp»/terms", methods=["GET"])
+def «nm»():
+    return send_file(os.path.join(STATIC_DIR, "legal", "terms.pdf"))""",
+        "import os",
+        "from flask import send_file",
+        names=(("config", "STATIC_DIR"),),
+    ),
+    _u(
+        "fn",
+        ("distinct_desc", "unique_sorted", "top_values"),
+        """def «nm»(«selfp»values: Iterable[int]) -> list[int]:
+    ordered = sorted(set(values), reverse=True)
+    return ordered[:10]""",
+        "from collections.abc import Iterable",
+    ),
+    _u(
+        "fn",
+        ("export_message", "summary_line", "notice_html"),
+        """def «nm»(«selfp»name: str, count: int) -> str:
+    message = html.escape("Exported " + name + " (%d rows)" % count)
+    return message""",
+        "import html",
+    ),
 )
