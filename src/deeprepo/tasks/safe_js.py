@@ -355,4 +355,13 @@ POOL: tuple[SafeUse, ...] = (
   return counts;
 }""",
     ),
+    _u(
+        "fn",
+        ("shortId", "displaySuffix", "cacheSalt"),
+        """«fn»«nm»() {
+  let id = Date.now().toString(36);
+  id += Math.random().toString(36).slice(2);
+  return id;
+}""",
+    ),
 )
