@@ -11,6 +11,7 @@ read from the generated text (``render.extract_marks``), never counted by hand.
 from __future__ import annotations
 
 import random
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -134,6 +135,9 @@ def _insert(rng: random.Random, sec: Section, block: Block, lang: str) -> None:
     sec.blocks.insert(rng.randint(min(1, hi), hi), block)
 
 
+_ANY_HELPER = Snippet("any-helper", "off-by-one", "python", "validators", Block("_", ""), "")
+
+
 def portable(snippet: Snippet) -> bool:
     """A module-level helper or constant that reads the same in any module of the project."""
     return not (
@@ -217,14 +221,18 @@ def _place_source(
         routes = [r for r in routes if r.entity == sink.entity]
     else:
         rng.shuffle(routes)
-    code = source.code.replace("«sink.»", f"«{sink.id}.»")
+    target, fn = sink.id, sink_fn
+    hop = _place_hop(rng, proj, source, sink, sink_fn) if rng.random() < _HOP_RATE else None
+    if hop is not None:
+        target, fn = hop
+    code = source.code.replace("«sink.»", f"«{target}.»")
     block = Block(
         source.key,
         code,
         imports=source.imports,
         names=source.names,
-        uses=tuple(sink.id if u == "sink" else u for u in source.uses),
-        ctx={"sink_fn": sink_fn},
+        uses=tuple(target if u == "sink" else u for u in source.uses),
+        ctx={"sink_fn": fn},
     )
     for sec in routes:
         key = _filled_key(block, sec, proj)
@@ -232,6 +240,46 @@ def _place_source(
             continue
         _insert(rng, sec, block.tagged(tag), proj.lang)
         return
+
+
+_HOP_RATE = 0.4
+_HOP_PREFIXES = {
+    "python": ("process_", "handle_", "run_", "do_"),
+    "js": ("process", "handle", "run", "do"),
+}
+
+
+def _place_hop(
+    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str
+) -> tuple[str, str] | None:
+    """A thin function in another module between the route and the sink, so the flow spans
+    two calls: route → hop → sink. Returns the hop's section id and name."""
+    m = re.search(r"«sink\.»«sink_fn»\(([\w, ]*)\)", source.code)
+    if m is None:
+        return None
+    args = m.group(1)
+    prefix = rng.choice(_HOP_PREFIXES[proj.lang])
+    name = prefix + (sink_fn if proj.lang == "python" else sink_fn[:1].upper() + sink_fn[1:])
+    if "«" in name:
+        return None
+    cands = [
+        sec
+        for sec in host_sections(proj, _ANY_HELPER)
+        if sec is not sink and sec.id.split(":")[0] != "routes"
+    ]
+    rng.shuffle(cands)
+    for sec in cands:
+        if name in _file_keys(proj, sec):
+            continue
+        if proj.lang == "python":
+            code = f"def {name}(«selfp»{args}):\n    return «{sink.id}.»{sink_fn}({args})"
+            block = Block(name, code, uses=(sink.id,))
+        else:
+            code = f"«afn»{name}({args}) {{\n  return «{sink.id}.»{sink_fn}({args});\n}}"
+            block = Block(name, code, uses=(sink.id,), exports=(name,))
+        _insert(rng, sec, block, proj.lang)
+        return sec.id, name
+    return None
 
 
 def place_twin(rng: random.Random, proj: Project) -> bool:
