@@ -36,13 +36,14 @@ SINK_PATTERNS: dict[str, str] = {
     "unsafe-deserialization": r"pickle\.loads\(|yaml\.load\(|unserialize\(|runInNewContext\(",
     "xss": r"<[a-z0-9]+[^>]*>[^\n]*(\$?\{)",
     "ssrf": r"requests\.(get|post)\(|urlopen\(|fetch\(",
-    "weak-password-hash": r"\bmd5\b|sha1",
+    "weak-password-hash": r"\bmd5\b|sha1|sha256",
     "hardcoded-secret": r"\"[A-Za-z0-9_]{20,}\"|Bearer [A-Za-z0-9]{20,}",
-    "missing-authorization": r"\.route\(|router\.(get|post|put|patch|delete)\(",
-    "insecure-randomness": r"random\.(choice|randint|random)\(|Math\.random\(",
-    "race-condition": r"\] = \w+ \+ 1|- amount\)",
+    "missing-authorization": r"\.route\(|router\.(get|post|put|patch|delete)\(|\"admin\"",
+    "insecure-randomness": r"random\.(choice|choices|randint|random|getrandbits)\(|Math\.random\(",
+    "race-condition": r"\] = \w+ \+ 1|- amount\)|open\(path, \"wb\"\)|writeFileSync\(",
     "resource-leak": r"\bopen\(|connect\(|openSync\(|get_connection\(",
-    "off-by-one": r"page \* per_page|safePage \* limit|// per_page|Math\.floor\(|limit - 1",
+    "off-by-one": r"page \* per_page|safePage \* limit|// per_page|Math\.floor\(|limit - 1"
+    r"|(length|len\(tags\)) > 10|range\(1, max_tries\)|attempt < maxTries",
 }
 # Where a cross-file bug's untrusted value enters.
 SOURCE_PATTERN = r"request\.(args|form|cookies|get_json|get_data)|req\.(query|body|params|get)"
@@ -184,7 +185,9 @@ def test_vulnerable_ranges_contain_the_sink_of_their_kind(corpus: list[Generated
             assert 1 <= e.start_line <= e.sink_line <= e.end_line <= len(lines), e
             window = "\n".join(lines[e.start_line - 1 : e.end_line])
             assert re.search(SINK_PATTERNS[e.kind], window), (task.task_id, e.kind, window)
-            if e.kind == "missing-authorization":
+            if e.kind == "missing-authorization" and not re.search(r"IDOR|inverted", e.description):
+                # A missing decorator: no auth marker in the range (an IDOR or an inverted
+                # role test sits behind a login check, so they are exempt).
                 assert not AUTH_MARKERS.search(window), window
             checked += 1
     assert checked >= 60

@@ -351,6 +351,11 @@ CONFIG = (
         'EXPORT_DIR = os.environ.get("EXPORT_DIR", "/var/lib/«pkg_file»/exports")',
         imports=("import os",),
     ),
+    B(
+        "STATIC_DIR",
+        'STATIC_DIR = os.environ.get("STATIC_DIR", "/srv/«pkg_file»/static")',
+        imports=("import os",),
+    ),
     B("WEBHOOK_URL", 'WEBHOOK_URL = os.environ.get("WEBHOOK_URL", "")', imports=("import os",)),
     B(
         "WEBHOOK_TIMEOUT",

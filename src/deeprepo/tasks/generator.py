@@ -11,14 +11,18 @@ read from the generated text (``render.extract_marks``), never counted by hand.
 from __future__ import annotations
 
 import random
+import re
 import shutil
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from deeprepo.errors import UsageError
 from deeprepo.tasks import utils_js, utils_python
 from deeprepo.tasks.extras import text_extras
+from deeprepo.tasks.flows import TWIN_ARGS, renamed, twin_caller
 from deeprepo.tasks.layout import choose_style
+from deeprepo.tasks.mutate import strip_comments
 from deeprepo.tasks.naming import (
     DOMAINS,
     JS_SERVICE_NAMES,
@@ -38,12 +42,23 @@ from deeprepo.tasks.spec import (
     check_size_lang,
     dumps,
 )
+from deeprepo.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.tasks.structure import filler_path, fit_structure
 from deeprepo.tasks.taxonomy import BUG_KINDS
 
-_GLOBAL_HOSTS = frozenset({"auth", "config", "db"})
+# Snippets that call a helper of their host module unqualified, so they stay in it.
+_PINNED = frozenset(
+    {
+        "py-leak-open",
+        "py-decoy-leak-with",
+        "py-decoy-rand-jitter",
+        "js-leak-fd",
+        "js-decoy-rand-jitter",
+    }
+)
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
+_TWINS = {"small": 1, "medium": 3, "large": 6}  # clean copies of cross-file helpers (+0..1)
 _ORIGIN = "a request value read by a route handler"
 
 
@@ -120,19 +135,66 @@ def _insert(rng: random.Random, sec: Section, block: Block, lang: str) -> None:
     sec.blocks.insert(rng.randint(min(1, hi), hi), block)
 
 
+_ANY_HELPER = Snippet("any-helper", "off-by-one", "python", "validators", Block("_", ""), "")
+
+
+def portable(snippet: Snippet) -> bool:
+    """A module-level helper or constant that reads the same in any module of the project."""
+    return not (
+        snippet.replaces
+        or snippet.host in ENTITY_HOSTS
+        or snippet.host == "auth"
+        or snippet.name in _PINNED
+    )
+
+
+def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
+    """Where ``snippet`` may go: its host role, or for a portable one any function-style module
+    (so the file that holds a bug kind is not fixed by the kind)."""
+    if not portable(snippet):
+        return proj.sections(snippet.host)
+    # A module alias two sections share (product.model.js and product.validator.js are both
+    # "product") would import the wrong one in a caller.
+    handles = Counter(
+        h
+        for h, _ in {
+            (sec.handle, f.path) for f, sec in proj.registry.values() if not sec.class_name
+        }
+    )
+    return [
+        sec
+        for sid, (f, sec) in proj.registry.items()
+        if sec.class_name is None
+        and handles[sec.handle] == 1
+        and sid.split(":")[0] not in ("app", "tests")
+        and (proj.lang == "python" or (f.exports == "functions" and sec.handle.isidentifier()))
+    ]
+
+
+def _file_keys(proj: Project, sec: Section) -> set[str]:
+    f = proj.registry[sec.id][0]
+    return {
+        _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
+    }
+
+
 def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> _Placed | None:
     """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
-    hosts = proj.sections(snippet.host)
+    hosts = host_sections(proj, snippet)
     rng.shuffle(hosts)
-    secrets = {
-        "secret_hex": secret_token(rng, 40, "0123456789abcdef"),
-        "secret_alnum": secret_token(
+    secrets = {}
+    if "«secret_hex»" in snippet.block.code:
+        secrets["secret_hex"] = secret_token(rng, 40, "0123456789abcdef")
+    if "«secret_alnum»" in snippet.block.code:
+        secrets["secret_alnum"] = secret_token(
             rng, 24, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-        ),
-    }
+        )
     for sec in hosts:
         key = _filled_key(snippet.block, sec, proj)
-        present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
+        if snippet.replaces:
+            present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
+        else:  # a new module-level name must be new to the whole file
+            present = key in _file_keys(proj, sec)
         if snippet.replaces != present or any(
             b.tag and b.key == snippet.block.key for b in sec.blocks
         ):
@@ -159,14 +221,18 @@ def _place_source(
         routes = [r for r in routes if r.entity == sink.entity]
     else:
         rng.shuffle(routes)
-    code = source.code.replace("«sink.»", f"«{sink.id}.»")
+    target, fn = sink.id, sink_fn
+    hop = _place_hop(rng, proj, source, sink, sink_fn) if rng.random() < _HOP_RATE else None
+    if hop is not None:
+        target, fn = hop
+    code = source.code.replace("«sink.»", f"«{target}.»")
     block = Block(
         source.key,
         code,
         imports=source.imports,
         names=source.names,
-        uses=tuple(sink.id if u == "sink" else u for u in source.uses),
-        ctx={"sink_fn": sink_fn},
+        uses=tuple(target if u == "sink" else u for u in source.uses),
+        ctx={"sink_fn": fn},
     )
     for sec in routes:
         key = _filled_key(block, sec, proj)
@@ -174,6 +240,77 @@ def _place_source(
             continue
         _insert(rng, sec, block.tagged(tag), proj.lang)
         return
+
+
+_HOP_RATE = 0.4
+_HOP_PREFIXES = {
+    "python": ("process_", "handle_", "run_", "do_"),
+    "js": ("process", "handle", "run", "do"),
+}
+
+
+def _place_hop(
+    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str
+) -> tuple[str, str] | None:
+    """A thin function in another module between the route and the sink, so the flow spans
+    two calls: route → hop → sink. Returns the hop's section id and name."""
+    m = re.search(r"«sink\.»«sink_fn»\(([\w, ]*)\)", source.code)
+    if m is None:
+        return None
+    args = m.group(1)
+    prefix = rng.choice(_HOP_PREFIXES[proj.lang])
+    name = prefix + (sink_fn if proj.lang == "python" else sink_fn[:1].upper() + sink_fn[1:])
+    if "«" in name:
+        return None
+    cands = [
+        sec
+        for sec in host_sections(proj, _ANY_HELPER)
+        if sec is not sink and sec.id.split(":")[0] != "routes"
+    ]
+    rng.shuffle(cands)
+    for sec in cands:
+        if name in _file_keys(proj, sec):
+            continue
+        if proj.lang == "python":
+            code = f"def {name}(«selfp»{args}):\n    return «{sink.id}.»{sink_fn}({args})"
+            block = Block(name, code, uses=(sink.id,))
+        else:
+            code = f"«afn»{name}({args}) {{\n  return «{sink.id}.»{sink_fn}({args});\n}}"
+            block = Block(name, code, uses=(sink.id,), exports=(name,))
+        _insert(rng, sec, block, proj.lang)
+        return sec.id, name
+    return None
+
+
+def place_twin(rng: random.Random, proj: Project) -> bool:
+    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
+    cands = [
+        s
+        for s in catalogue()
+        if s.lang == proj.lang and s.vulnerable and s.source is not None and s.name in TWIN_ARGS
+    ]
+    snippet = renamed(rng.choice(cands), rng)
+    hosts = host_sections(proj, snippet)
+    rng.shuffle(hosts)
+    for sec in hosts:
+        key = _filled_key(snippet.block, sec, proj)
+        if key in _file_keys(proj, sec):
+            continue
+        code = strip_comments(snippet.block.code, proj.lang)
+        _insert(rng, sec, replace(snippet.block, code=code), proj.lang)
+        callers = [
+            s
+            for sid, (_f, s) in proj.registry.items()
+            if sid.split(":")[0] not in ("app", "tests", "config")
+        ]
+        rng.shuffle(callers)
+        for csec in callers:
+            caller = twin_caller(snippet, rng, sec.id, key)
+            if _filled_key(caller, csec, proj) not in _file_keys(proj, csec):
+                _insert(rng, csec, caller, proj.lang)
+                return True
+        return True
+    return False
 
 
 # --- assembling ------------------------------------------------------------------------------------
@@ -209,7 +346,9 @@ def _subproject(
     plan = plan_snippets(
         rng, lang, n_bugs, n_decoys, want_cross=size != "small" or rng.random() < 0.5
     )
-    needs = _needs(plan, set(utpl))
+    # Utility modules are there whether or not a snippet needs them: their presence is no tell.
+    extra = {"small": 0.25, "medium": 0.5, "large": 0.7}[size]
+    needs = _needs(plan, set(utpl)) | {u for u in sorted(utpl) if rng.random() < extra}
     st = None
     for layout in _layouts(size, budget, rng):
         style = choose_style(rng, lang, layout, root, pkg)
@@ -231,11 +370,16 @@ def _subproject(
         "bad_name_msg": '"file name escapes the upload directory"',
     }
     proj = build_project(rng, st, title, pctx)
+    shuffle_constants(rng, proj)
     placed: list[_Placed] = []
     for i, snip in enumerate(plan):
-        p = place(rng, proj, snip, f"{root or 'r'}{i}".replace("/", "_"))
+        p = place(rng, proj, renamed(snip, rng), f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)
+    for _ in range(_TWINS[size] + rng.randint(0, 1)):
+        place_twin(rng, proj)
+    sprinkle_safe_uses(rng, proj, _insert)
+    mutate_comments(rng, proj)
     return proj, placed
 
 
@@ -248,10 +392,15 @@ def _entry(p: _Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
     related = (Location(source.file, source.line),) if source else ()
     cross = bool(source and source.file != sink.file)
     desc = p.description
-    if source:
+    if source and p.snippet.vulnerable:
         desc += (
             f" Cross-file: untrusted input enters in `{source.file}` line {source.line} ({_ORIGIN}) "
             f"and reaches this sink through `{p.sink_fn}`."
+        )
+    elif source:
+        desc += (
+            f" The value enters in `{source.file}` line {source.line} and is checked there before "
+            f"it reaches `{p.sink_fn}`."
         )
     return GroundTruthEntry(
         id="",
@@ -361,8 +510,6 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
 
 
 def _with_id(e: GroundTruthEntry, new_id: str) -> GroundTruthEntry:
-    from dataclasses import replace
-
     return replace(e, id=new_id)
 
 

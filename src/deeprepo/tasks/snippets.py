@@ -11,6 +11,7 @@ to the sink through ``«sink.»«sink_fn»(...)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from deeprepo.tasks.render import Block
 
@@ -33,8 +34,29 @@ class Snippet:
     needs: tuple[str, ...] = ()  # other project sections the code uses (e.g. "cache")
 
 
+@cache
 def catalogue() -> tuple[Snippet, ...]:
-    """Every snippet, bugs and decoys, both languages (imported lazily: big data modules)."""
-    from deeprepo.tasks import bugs_js, bugs_python, decoys_js, decoys_python
+    """Every snippet, bugs and decoys, both languages (imported lazily: big data modules).
 
-    return (*bugs_python.SNIPPETS, *bugs_js.SNIPPETS, *decoys_python.SNIPPETS, *decoys_js.SNIPPETS)
+    Cross-file bugs also yield a decoy each: the same helper behind a caller that checks
+    the value (``flows.guarded_decoys``).
+    """
+    from deeprepo.tasks import (
+        bugs_js,
+        bugs_python,
+        decoys_js,
+        decoys_python,
+        logic_js,
+        logic_python,
+    )
+    from deeprepo.tasks.flows import guarded_decoys
+
+    bugs = (*bugs_python.SNIPPETS, *bugs_js.SNIPPETS)
+    return (
+        *bugs,
+        *logic_python.SNIPPETS,
+        *logic_js.SNIPPETS,
+        *decoys_python.SNIPPETS,
+        *decoys_js.SNIPPETS,
+        *guarded_decoys(bugs),
+    )

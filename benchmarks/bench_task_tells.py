@@ -1,0 +1,519 @@
+"""Benchmark: how well reading-free detectors predict the labels of generated tasks.
+
+An attacker who never reads code for meaning has four cheap signals: a grep for risky sinks,
+the file name, the line position and the comments. Each is scored here as a detector on
+held-out tasks against the ground truth, next to chance (the same number of flags placed at
+random), so a detector that beats chance by much is a tell the generator must not have.
+
+* ``grep:*`` — generic security-grep regexes (SQL built with ``%``/``format``/``+``/f-strings,
+  ``shell=True``/``exec``, ``pickle``/``yaml.load``/``eval``, MD5/SHA-1, non-crypto random,
+  long literal secrets, HTTP requests to a variable, ``open``/``sendFile`` of a joined path,
+  HTML built by interpolation), written the way a reviewer's grep is, not against the
+  generator's templates; ``grep:any`` is their union.
+* ``file-name`` — learned on training seeds: a file is flagged when files of its base name held
+  a bug often enough (the threshold that maximises F1 on the training seeds).
+* ``line-position`` — learned: ``(base name, line)`` pairs that were inside bugs in training.
+* ``comment`` — learned: comment and docstring texts that sat next to bugs in training.
+* ``line-shape`` — learned: a template matcher over lines with identifiers, strings and
+  numbers abstracted (the shapes that sat inside bugs in training).
+
+Line-level detectors count a flag as a hit when it lies within ``--tol`` lines of a bug's
+range (decoys are negatives); recall is the share of bugs with at least one hit. The file
+detector works per file (a file is positive when it holds a bug). Chance draws the detector's
+number of flags uniformly over the same units, per task, and is averaged over draws.
+
+    python benchmarks/bench_task_tells.py [--n 12] [--sizes small,medium,large]
+        [--langs python,js,mixed] [--tol 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from deeprepo.tasks import GeneratedTask, generate_task
+
+CODE_EXT = (".py", ".js", ".ts")
+
+# What a security grep looks for; one pattern per family, for Python and JavaScript alike.
+GREPS: dict[str, re.Pattern[str]] = {
+    "sql-format": re.compile(
+        r"(?i)\b(select|insert|update|delete)\b.*(\"\s*%|'\s*%|\.format\(|\"\s*\+|'\s*\+|\+\s*\w+\s*\+|\$\{)"
+        r"|\bf[\"'].*\b(SELECT|INSERT|UPDATE|DELETE|WHERE|ORDER BY)\b.*\{"
+    ),
+    "shell": re.compile(
+        r"shell\s*=\s*True|os\.system\(|os\.popen\(|\bexec(Sync)?\(|spawn\(.*shell"
+    ),
+    "deserialize": re.compile(
+        r"pickle\.loads?\(|yaml\.load\(|yaml\.unsafe_load|\beval\(|unserialize\(|new Function\(|vm\.run"
+    ),
+    "weak-hash": re.compile(r"(?i)\bmd5\b|\bsha1\b|createHash\(\s*[\"'](md5|sha1)"),
+    "random": re.compile(
+        r"\brandom\.(random|randint|choice|choices|randrange|uniform|sample|shuffle)\(|Math\.random\("
+    ),
+    "secret-literal": re.compile(
+        r"(?i)(secret|passw(or)?d|token|api_?key|private_?key|auth)\w*[\"']?\s*[:=]\s*[\"'][A-Za-z0-9_\-+/=.]{16,}[\"']"
+        r"|Bearer [A-Za-z0-9_\-.]{16,}"
+    ),
+    "http-variable": re.compile(
+        r"requests\.(get|post|put|request)\(\s*[a-z_]\w*\s*[,)]|urlopen\(\s*[a-z_]\w*|"
+        r"\bfetch\(\s*[a-z_]\w*\s*[,)]|axios\.(get|post)\(\s*[a-z_]\w*|https?\.get\(\s*[a-z_]\w*"
+    ),
+    "path-join-open": re.compile(
+        r"open\(.*join\(|send_file\(|sendFile\(|readFile(Sync)?\(.*join\(|createReadStream\(.*join\("
+        r"|path\.join\([^()]*,\s*[a-z_]\w*\s*\)"
+    ),
+    "html-interp": re.compile(r"(f[\"']|`).*<[a-zA-Z][^>]*>.*(\{|\$\{)"),
+    "subprocess": re.compile(
+        r"subprocess\.(run|call|Popen|check_output)\(|child_process|execFile\("
+    ),
+    "sql-execute-var": re.compile(r"\.execute\(\s*[a-z_]\w*\s*[,)]|\.query\(\s*[a-z_]\w*\s*[,)]"),
+}
+COMMENT_RE = re.compile(r"^\s*(?:#|//|/\*\*?|\*)\s?(.*?)\s*(?:\*/)?$")
+DOCSTRING_RE = re.compile(r'^\s*(?:"""|\'\'\')(.*?)(?:"""|\'\'\')?\s*$')
+
+
+@dataclass
+class Flags:
+    """Line flags per task: task index → {(file, line)}."""
+
+    lines: dict[int, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+
+
+@dataclass(frozen=True)
+class Score:
+    flags: int
+    precision: float
+    recall: float
+
+    @property
+    def f1(self) -> float:
+        p, r = self.precision, self.recall
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def code_lines(task: GeneratedTask) -> list[tuple[str, int, str]]:
+    out = []
+    for path, text in task.files.items():
+        if path.endswith(CODE_EXT):
+            for i, line in enumerate(text.split("\n"), 1):
+                if line.strip():
+                    out.append((path, i, line))
+    return out
+
+
+def bug_ranges(task: GeneratedTask, tol: int) -> dict[str, list[tuple[int, int, int]]]:
+    """file → [(lo, hi, bug index)] with the tolerance applied."""
+    out: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for k, e in enumerate(task.bugs):
+        out[e.file].append((e.start_line - tol, e.end_line + tol, k))
+    return out
+
+
+def score_lines(
+    tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], tol: int
+) -> Score:
+    n_flags = hits = found = total = 0
+    for t, task in enumerate(tasks):
+        ranges = bug_ranges(task, tol)
+        seen: set[int] = set()
+        for f, line in flags.get(t, ()):
+            n_flags += 1
+            ks = [k for lo, hi, k in ranges.get(f, ()) if lo <= line <= hi]
+            if ks:
+                hits += 1
+                seen.update(ks)
+        found += len(seen)
+        total += len(task.bugs)
+    return Score(n_flags, hits / n_flags if n_flags else 0.0, found / total if total else 0.0)
+
+
+def chance_lines(
+    tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], tol: int, draws: int = 5
+) -> Score:
+    """Same number of flags per task, uniformly over the task's non-blank code lines."""
+    rng = random.Random(0)
+    scores = []
+    universe = [[(f, i) for f, i, _ in code_lines(t)] for t in tasks]
+    for _ in range(draws):
+        drawn = {
+            t: set(rng.sample(universe[t], min(len(flags.get(t, ())), len(universe[t]))))
+            for t in range(len(tasks))
+        }
+        scores.append(score_lines(tasks, drawn, tol))
+    return Score(
+        scores[0].flags,
+        statistics.fmean(s.precision for s in scores),
+        statistics.fmean(s.recall for s in scores),
+    )
+
+
+# --- detectors --------------------------------------------------------------------------------
+
+
+def grep_flags(
+    tasks: list[GeneratedTask], pattern: re.Pattern[str]
+) -> dict[int, set[tuple[str, int]]]:
+    out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for t, task in enumerate(tasks):
+        for f, i, line in code_lines(task):
+            if pattern.search(line):
+                out[t].add((f, i))
+    return out
+
+
+def base(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _best_threshold(
+    keys_train: Callable[[float], dict[int, set[tuple[str, int]]]],
+    train: list[GeneratedTask],
+    tol: int,
+) -> float:
+    best, best_f1 = 1.0, -1.0
+    for thr in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        f1 = score_lines(train, keys_train(thr), tol).f1
+        if f1 > best_f1:
+            best, best_f1 = thr, f1
+    return best
+
+
+def position_detector(
+    train: list[GeneratedTask], test: list[GeneratedTask], tol: int
+) -> dict[int, set[tuple[str, int]]]:
+    seen: dict[tuple[str, int], int] = defaultdict(int)
+    bad: dict[tuple[str, int], int] = defaultdict(int)
+    for task in train:
+        in_bug = {(e.file, ln) for e in task.bugs for ln in range(e.start_line, e.end_line + 1)}
+        for f, i, _ in code_lines(task):
+            seen[(base(f), i)] += 1
+            if (f, i) in in_bug:
+                bad[(base(f), i)] += 1
+    rate = {k: bad[k] / n for k, n in seen.items() if n >= 2 and bad[k]}
+
+    def flags(tasks: list[GeneratedTask], thr: float) -> dict[int, set[tuple[str, int]]]:
+        out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for t, task in enumerate(tasks):
+            for f, i, _ in code_lines(task):
+                if rate.get((base(f), i), 0.0) >= thr:
+                    out[t].add((f, i))
+        return out
+
+    thr = _best_threshold(lambda x: flags(train, x), train, tol)
+    return flags(test, thr)
+
+
+def comment_text(line: str) -> str | None:
+    m = DOCSTRING_RE.match(line)
+    if m and m.group(1).strip():
+        return m.group(1).strip().lower()
+    if "#" in line and not line.lstrip().startswith(("#", "//")):
+        tail = line.split("#", 1)[1].strip()  # trailing comment (rough: ignores '#' in strings)
+        return tail.lower() or None
+    m = COMMENT_RE.match(line)
+    if m and m.group(1).strip():
+        return m.group(1).strip().lower()
+    return None
+
+
+def shape_detector(
+    train: list[GeneratedTask], test: list[GeneratedTask], tol: int
+) -> dict[int, set[tuple[str, int]]]:
+    """A template matcher: line shapes (identifiers, strings, numbers abstracted) that sat
+    inside bugs in training."""
+    seen: dict[str, int] = defaultdict(int)
+    bad: dict[str, int] = defaultdict(int)
+    for task in train:
+        in_bug = {(e.file, ln) for e in task.bugs for ln in range(e.start_line, e.end_line + 1)}
+        for f, i, line in code_lines(task):
+            sh = line_shape(line)
+            seen[sh] += 1
+            bad[sh] += (f, i) in in_bug
+    rate = {sh: bad[sh] / n for sh, n in seen.items() if n >= 2 and bad[sh]}
+
+    def flags(tasks: list[GeneratedTask], thr: float) -> dict[int, set[tuple[str, int]]]:
+        out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for t, task in enumerate(tasks):
+            for f, i, line in code_lines(task):
+                if rate.get(line_shape(line), 0.0) >= thr:
+                    out[t].add((f, i))
+        return out
+
+    thr = _best_threshold(lambda x: flags(train, x), train, tol)
+    return flags(test, thr)
+
+
+def comment_detector(
+    train: list[GeneratedTask], test: list[GeneratedTask], tol: int
+) -> dict[int, set[tuple[str, int]]]:
+    seen: dict[str, int] = defaultdict(int)
+    bad: dict[str, int] = defaultdict(int)
+    for task in train:
+        ranges = bug_ranges(task, tol)
+        for f, i, line in code_lines(task):
+            c = comment_text(line)
+            if c is None:
+                continue
+            seen[c] += 1
+            if any(lo <= i <= hi for lo, hi, _ in ranges.get(f, ())):
+                bad[c] += 1
+    rate = {c: bad[c] / n for c, n in seen.items() if n >= 2 and bad[c]}
+
+    def flags(tasks: list[GeneratedTask], thr: float) -> dict[int, set[tuple[str, int]]]:
+        out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+        for t, task in enumerate(tasks):
+            for f, i, line in code_lines(task):
+                c = comment_text(line)
+                if c is not None and rate.get(c, 0.0) >= thr:
+                    out[t].add((f, i))
+        return out
+
+    thr = _best_threshold(lambda x: flags(train, x), train, tol)
+    return flags(test, thr)
+
+
+def file_scores(
+    train: list[GeneratedTask], test: list[GeneratedTask]
+) -> tuple[Score, Score, Score]:
+    """The file-name detector, its chance, and the same number of the largest files, per file
+    (bigger files hold more code, so they hold more bugs: the size row says how much of the
+    name's lead is size alone)."""
+    seen: dict[str, int] = defaultdict(int)
+    bad: dict[str, int] = defaultdict(int)
+    for task in train:
+        buggy = {e.file for e in task.bugs}
+        for f in task.files:
+            if f.endswith(CODE_EXT):
+                seen[base(f)] += 1
+                bad[base(f)] += f in buggy
+    rate = {b: bad[b] / n for b, n in seen.items() if n >= 2}
+
+    def score(tasks: list[GeneratedTask], pick: Callable[[int, list[str]], set[str]]) -> Score:
+        n_flags = hits = found = total = 0
+        for t, task in enumerate(tasks):
+            files = [f for f in task.files if f.endswith(CODE_EXT)]
+            buggy = {e.file for e in task.bugs}
+            chosen = pick(t, files)
+            n_flags += len(chosen)
+            hits += len(chosen & buggy)
+            found += len(chosen & buggy)
+            total += len(buggy)
+        return Score(n_flags, hits / n_flags if n_flags else 0.0, found / total if total else 0.0)
+
+    def by_name(thr: float) -> Callable[[int, list[str]], set[str]]:
+        return lambda _t, files: {f for f in files if rate.get(base(f), 0.0) >= thr}
+
+    thr = max(
+        (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9),
+        key=lambda x: score(train, by_name(x)).f1,
+    )
+    det = score(test, by_name(thr))
+    counts = [
+        len(by_name(thr)(t, [f for f in task.files if f.endswith(CODE_EXT)]))
+        for t, task in enumerate(test)
+    ]
+    rng = random.Random(0)
+    draws = []
+    for _ in range(20):
+        draws.append(
+            score(
+                test,
+                lambda t, files: set(rng.sample(sorted(files), min(counts[t], len(files)))),
+            )
+        )
+    chance = Score(
+        det.flags,
+        statistics.fmean(s.precision for s in draws),
+        statistics.fmean(s.recall for s in draws),
+    )
+
+    def largest(t: int, files: list[str]) -> set[str]:
+        by_size = sorted(files, key=lambda f: (-test[t].files[f].count("\n"), f))
+        return set(by_size[: counts[t]])
+
+    return det, chance, score(test, largest)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+
+def generate(seeds: Iterable[int], sizes: list[str], langs: list[str]) -> list[GeneratedTask]:
+    return [generate_task(s, size, lang) for size in sizes for lang in langs for s in seeds]
+
+
+def row(name: str, det: Score, chance: Score) -> str:
+    lift = det.precision / chance.precision if chance.precision else float("inf")
+    return (
+        f"| {name:<22} | {det.flags:>6} | {det.precision:5.3f} | {det.recall:5.3f} | {det.f1:5.3f} "
+        f"| {chance.precision:5.3f} | {chance.f1:5.3f} | {lift:5.2f} | {det.f1 - chance.f1:+6.3f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--n", type=int, default=12, help="held-out tasks per (size, lang)")
+    ap.add_argument("--train", type=int, default=12, help="training tasks per (size, lang)")
+    ap.add_argument("--sizes", default="small,medium,large")
+    ap.add_argument("--langs", default="python,js,mixed")
+    ap.add_argument("--tol", type=int, default=3, help="lines of slack around a bug's range")
+    args = ap.parse_args(argv)
+    sizes, langs = args.sizes.split(","), args.langs.split(",")
+    t0 = time.perf_counter()
+    train = generate(range(10_000, 10_000 + args.train), sizes, langs)
+    test = generate(range(20_000, 20_000 + args.n), sizes, langs)
+    gen_s = time.perf_counter() - t0
+    tol = args.tol
+    n_bugs = sum(len(t.bugs) for t in test)
+    n_lines = sum(len(code_lines(t)) for t in test)
+    print(
+        f"held-out: {len(test)} tasks ({','.join(sizes)} × {','.join(langs)}), {n_bugs} bugs, "
+        f"{sum(len(t.decoys) for t in test)} decoys, {n_lines} non-blank code lines; "
+        f"training: {len(train)} tasks; tolerance ±{tol} lines; generated in {gen_s:.1f} s"
+    )
+    print()
+    print(
+        "| detector               |  flags |  prec |   rec |    F1 | ch.P  | ch.F1 |  lift | ΔF1    |"
+    )
+    print(
+        "|------------------------|-------:|------:|------:|------:|------:|------:|------:|-------:|"
+    )
+    union: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for name, pat in GREPS.items():
+        fl = grep_flags(test, pat)
+        for t, s in fl.items():
+            union[t] |= s
+        print(row(f"grep:{name}", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    print(row("grep:any", score_lines(test, union, tol), chance_lines(test, union, tol)))
+    det, chance, size = file_scores(train, test)
+    print(row("file-name (per file)", det, chance))
+    print(row("file-size (per file)", size, chance))
+    fl = position_detector(train, test, tol)
+    print(row("line-position", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    fl = comment_detector(train, test, tol)
+    print(row("comment", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    fl = shape_detector(train, test, tol)
+    print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    reuse, per_k, n_big = shape_reuse(test)
+    clean_hits = _clean_file_hits(test)
+    print()
+    print(
+        f"template reuse: {reuse:.0%} of a task's distinct line shapes appear in another task; "
+        f"the largest task has {per_k:.0f} distinct shapes per 1,000 of its {n_big} code lines"
+    )
+    print(
+        f"clean code files using a risky API (any grep hit, no bug or decoy in the file): "
+        f"{clean_hits[0]} of {clean_hits[1]} ({clean_hits[0] / max(clean_hits[1], 1):.0%})"
+    )
+    return 0
+
+
+_KEYWORDS = frozenset(
+    [
+        "False",
+        "None",
+        "True",
+        "and",
+        "as",
+        "assert",
+        "async",
+        "await",
+        "break",
+        "class",
+        "continue",
+        "def",
+        "del",
+        "elif",
+        "else",
+        "except",
+        "finally",
+        "for",
+        "from",
+        "global",
+        "if",
+        "import",
+        "in",
+        "is",
+        "lambda",
+        "nonlocal",
+        "not",
+        "or",
+        "pass",
+        "raise",
+        "return",
+        "try",
+        "while",
+        "with",
+        "yield",
+        "const",
+        "let",
+        "var",
+        "function",
+        "new",
+        "this",
+        "typeof",
+        "instanceof",
+        "of",
+        "catch",
+        "throw",
+        "switch",
+        "case",
+        "default",
+        "null",
+        "undefined",
+        "true",
+        "false",
+        "export",
+        "module",
+        "require",
+    ]
+)
+_STR_RE = re.compile(r"""[rbfu]*("|'|`)(?:\\.|(?!\1).)*\1""")
+_NUM_RE = re.compile(r"\b\d[\d_.]*\b")
+_ID_RE = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def line_shape(line: str) -> str:
+    """A line with identifiers, strings and numbers abstracted (keywords kept)."""
+    s = _STR_RE.sub("S", line.strip())
+    s = _NUM_RE.sub("N", s)
+    return _ID_RE.sub(lambda m: m.group(0) if m.group(0) in _KEYWORDS else "I", s)
+
+
+def shape_reuse(tasks: list[GeneratedTask]) -> tuple[float, float, int]:
+    """Mean share of a task's distinct line shapes found in the next task of the same language,
+    and, for the largest task, its distinct shapes per 1,000 code lines and its line count."""
+    shapes = [{line_shape(ln) for _f, _i, ln in code_lines(t)} for t in tasks]
+    shares = []
+    for k, t in enumerate(tasks):
+        nxt = next((j for j in range(k + 1, len(tasks)) if tasks[j].lang == t.lang), None)
+        if nxt is not None and shapes[k]:
+            shares.append(len(shapes[k] & shapes[nxt]) / len(shapes[k]))
+    big = max(range(len(tasks)), key=lambda k: len(code_lines(tasks[k])))
+    n_big = len(code_lines(tasks[big]))
+    return statistics.fmean(shares), len(shapes[big]) * 1000 / n_big, n_big
+
+
+def _clean_file_hits(tasks: list[GeneratedTask]) -> tuple[int, int]:
+    hit = total = 0
+    for task in tasks:
+        labelled = {e.file for e in task.ground_truth}
+        for path, text in task.files.items():
+            if not path.endswith(CODE_EXT) or path in labelled:
+                continue
+            total += 1
+            hit += any(p.search(text) for p in GREPS.values())
+    return hit, total
+
+
+if __name__ == "__main__":
+    sys.exit(main())

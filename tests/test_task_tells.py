@@ -1,0 +1,151 @@
+"""Generated tasks give no cheap tells: risky APIs in clean code, caller-dependent sinks,
+labels not tied to files or comments. ``benchmarks/bench_task_tells.py`` measures the same
+properties as detector scores; these tests pin the mechanisms."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import pytest
+
+from deeprepo.tasks import GeneratedTask, generate_task
+from deeprepo.tasks.flows import TWIN_ARGS
+from deeprepo.tasks.mutate import COMMENTS, Shape, reshape, strip_comments
+from deeprepo.tasks.snippets import catalogue
+
+RISKY = re.compile(
+    r"hashlib\.(md5|sha1)|createHash\(\"(md5|sha1)\"\)|\brandom\.\w+\(|Math\.random\(|"
+    r"shell=True|\bexec\(|subprocess\.|execFile\(|yaml\.load\(|pickle\.loads\(|"
+    r"requests\.(get|post)\(|fetch\(|open\(|path\.join\("
+)
+SPECS = [
+    (size, lang, seed)
+    for size in ("small", "medium")
+    for lang in ("python", "js", "mixed")
+    for seed in (31, 32)
+] + [("large", "python", 33), ("large", "js", 33)]
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[GeneratedTask]:
+    return [generate_task(seed, size, lang) for size, lang, seed in SPECS]
+
+
+def _code(task: GeneratedTask) -> dict[str, str]:
+    return {p: t for p, t in task.files.items() if p.endswith((".py", ".js"))}
+
+
+def test_clean_files_use_risky_apis_often(corpus: list[GeneratedTask]) -> None:
+    hit = total = 0
+    for task in corpus:
+        labelled = {e.file for e in task.ground_truth}
+        for path, text in _code(task).items():
+            if path not in labelled:
+                total += 1
+                hit += bool(RISKY.search(text))
+    assert total and hit / total >= 0.3, (hit, total)
+
+
+def test_cross_file_helpers_also_appear_as_guarded_decoys_and_clean_code() -> None:
+    cat = catalogue()
+    for bug in (s for s in cat if s.vulnerable and s.source is not None):
+        decoy = next(s for s in cat if s.name == bug.name + "-guarded")
+        assert not decoy.vulnerable and decoy.block == bug.block  # the same helper, byte for byte
+        assert decoy.source is not None and decoy.source.code != bug.source.code
+        assert decoy.description.startswith("Safe:")
+    assert {s.name for s in cat if s.source is not None and s.vulnerable} >= set(TWIN_ARGS)
+
+
+def test_a_cross_file_sink_line_also_occurs_where_it_is_not_a_bug(
+    corpus: list[GeneratedTask],
+) -> None:
+    """The sink line of cross-file bugs (names aside) is found outside bug ranges too."""
+    outside: set[str] = set()
+    sinks: list[str] = []
+
+    def norm(line: str) -> str:
+        return re.sub(r"[A-Za-z_]\w*", "I", line.strip())
+
+    for task in corpus:
+        ranges = defaultdict(set)
+        for e in task.bugs:
+            ranges[e.file].update(range(e.start_line, e.end_line + 1))
+        for path, text in _code(task).items():
+            for i, line in enumerate(text.split("\n"), 1):
+                if i not in ranges[path]:
+                    outside.add(norm(line))
+        for e in task.bugs:
+            if e.related:
+                sinks.append(norm(task.files[e.file].split("\n")[e.sink_line - 1]))
+    assert sinks
+    shared = sum(s in outside for s in sinks)
+    assert shared / len(sinks) >= 0.5, (shared, len(sinks))
+
+
+def test_guarded_decoys_name_their_caller(corpus: list[GeneratedTask]) -> None:
+    flows = [(t, e) for t in corpus for e in t.decoys if e.related]
+    assert flows
+    for task, e in flows:
+        for r in e.related:
+            line = task.files[r.file].split("\n")[r.line - 1]
+            assert re.search(r"request\.|req\.", line), line
+        assert e.cross_file == any(r.file != e.file for r in e.related)
+
+
+def test_comments_in_planted_code_come_from_the_shared_pool(corpus: list[GeneratedTask]) -> None:
+    pool = set(COMMENTS)
+    seen = 0
+    for task in corpus:
+        for e in task.ground_truth:
+            lines = task.files[e.file].split("\n")[e.start_line - 1 : e.end_line]
+            for line in lines:
+                s = line.strip()
+                if s.startswith(("#", "//")):
+                    seen += 1
+                    assert s.lstrip("#/ ") in pool, s
+                assert not s.startswith(('"""', "'''")), s  # no snippet docstrings
+    # The same pool decorates clean code.
+    clean = sum(
+        line.strip().lstrip("#/ ") in pool
+        for task in corpus
+        for text in _code(task).values()
+        for line in text.split("\n")
+    )
+    assert clean > seen
+
+
+def test_bug_kinds_are_not_tied_to_one_file_name(corpus: list[GeneratedTask]) -> None:
+    names: dict[str, set[str]] = defaultdict(set)
+    for task in corpus:
+        for e in task.bugs:
+            names[e.kind].add(e.file.rsplit("/", 1)[-1])
+    spread = [k for k, v in names.items() if len(v) >= 3]
+    assert len(spread) >= 6, dict(names)
+
+
+def test_reshape_keeps_marks_and_extends_a_wrapped_sink() -> None:
+    import random
+
+    code = (
+        "def f(name: str) -> int:\n"
+        '    subprocess.run(f"tar -czf {name}.tgz {name}", shell=True, check=True)  ⟦t:sink⟧\n'
+        "    return 1"
+    )
+    out = reshape(
+        random.Random(0),
+        code,
+        "python",
+        Shape(wrap=40, drop_return_types=True, js_arrows=False, js_let=False, temp_rate=0.0),
+    )
+    lines = out.split("\n")
+    assert lines[0] == "def f(name):"
+    assert lines[1].endswith("subprocess.run(  ⟦t:sink⟧") and lines[3].endswith("⟦t:end⟧")
+    assert "shell=True" in lines[2]
+
+
+def test_strip_comments_drops_docstrings_but_not_code() -> None:
+    code = 'def f() -> int:\n    """Doc."""\n    # why\n    return 1'
+    assert strip_comments(code, "python") == "def f() -> int:\n    return 1"
+    only_doc = 'def g() -> None:\n    """Only a docstring."""'
+    assert strip_comments(only_doc, "python") == only_doc  # the body would be empty
