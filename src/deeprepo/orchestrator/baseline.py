@@ -263,6 +263,13 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         ]
         if left_out
         else [],
+        unaudited=sorted(left_out),
+        audit_scopes=sorted({codebase.scope_of(p) for p in codebase.files}),
+        incomplete_reason=(
+            f"{len(left_out)} files did not fit the model's context (raise --context-tokens)"
+            if left_out
+            else ("the model gave no answer: " + stop_detail if incomplete else "")
+        ),
     )
     set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:

@@ -100,7 +100,11 @@ def normalize_base_url(provider: str, url: str) -> str:
     is dropped.
     """
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(f"base URL {url!r} must look like http://host:port/v1")
     path = parts.path.rstrip("/")
     if provider == "anthropic":
