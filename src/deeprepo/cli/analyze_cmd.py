@@ -53,18 +53,16 @@ def render_summary(handle: RunHandle) -> None:
             highlight=False,
         )
     headline, rest = split_by_scope(r.findings)
-    status = "[green]complete[/]" if r.complete else "[bold yellow]INCOMPLETE[/]"
-    out.print(
-        f"{status} · {console(coverage_line(r))}",
-        highlight=False,
-    )
+    code = exits.for_result(r)
+    status = {
+        exits.OK: "[green]complete[/]",
+        exits.ERROR: "[bold red]ERROR[/]",
+        exits.INTERRUPTED: "[bold yellow]INTERRUPTED[/]",
+    }.get(code, "[bold yellow]INCOMPLETE[/]")
+    # Status, coverage and why in one line; the stop detail is part of the why.
+    out.print(f"{status} · {console(coverage_line(r))}", highlight=False)
     out.print(
         f"stop: {console(r.stop_reason)}"
-        + (
-            f" ({console(r.stop_detail)})"
-            if r.stop_detail and r.stop_reason != "answer_ready"
-            else ""
-        )
         + f" · turns {r.num_turns} · worker calls {r.sub_calls}"
         + (f" ({r.sub_calls_refused} refused)" if r.sub_calls_refused else "")
         + (f" ({r.sub_calls_failed} failed)" if r.sub_calls_failed else "")

@@ -32,7 +32,7 @@ from deeprepo.providers.base import ChatModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
-from deeprepo.report.rundir import new_run_dir
+from deeprepo.report.rundir import check_out_dir, new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
@@ -77,10 +77,37 @@ class EvalRun:
     text: str  # the printout, also in summary.txt
     out_dir: Path
 
+    @property
+    def failed(self) -> list[RolloutResult]:
+        """Rollouts that stopped on an error (the model or the sandbox failed)."""
+        return [r for r in self.results if rollout_failed(r)]
+
+    @property
+    def first_error(self) -> str | None:
+        """The stop detail of the first rollout that failed, if any did."""
+        for r in self.failed:
+            return str(r.extra.get("stop_detail") or "no detail recorded")
+        return None
+
+
+def rollout_failed(r: RolloutResult) -> bool:
+    return r.stop_condition == "error" or r.extra.get("stop_reason") == "error"
+
 
 def validate(options: EvalOptions) -> None:
     if (options.tasks_dir is None) == (options.generate is None):
         raise UsageError("pass exactly one of --tasks DIR or --generate SPEC (e.g. medium:seed=7)")
+    if options.timeout_s is not None and not (0 < options.timeout_s < float("inf")):
+        raise UsageError(
+            f"--timeout must be a number of seconds above 0, not {options.timeout_s:g}"
+        )
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
+    if options.tasks_dir is not None and not options.tasks_dir.is_dir():
+        raise UsageError(
+            f"--tasks {options.tasks_dir} is not a directory; give one written by "
+            "`deeprepo tasks generate`"
+        )
     for name, value in (
         ("-n", options.n),
         ("-r", options.rollouts),
