@@ -334,14 +334,21 @@ def baseline_command(
         cache_dir=cache_dir,
         prices_file=prices,
     )
+    from deeprepo.orchestrator.analyze import check_dir, check_file
+    from deeprepo.providers.prices import PriceTable
+    from deeprepo.providers.spec import parse_model_spec
+
+    if not Path(path).is_dir():
+        what = "does not exist" if not Path(path).exists() else "is a file"
+        raise UsageError(f"{path} {what}; pass the repository's directory")
+    parse_model_spec(model, base_url)
+    check_file("--prices", prices)
+    PriceTable.load(prices)
+    check_dir("--cache-dir", cache_dir)
     if options.out_dir is not None:
         check_out_dir(options.out_dir)
     for flag, value in (("--max-file-size", max_file_size), ("--context-tokens", context_tokens)):
         if value is not None and value < 1:
             raise UsageError(f"{flag} must be at least 1, not {value}")
-    if prices is not None and not prices.is_file():
-        raise UsageError(f"--prices {prices} is not a file")
-    if cache_dir is not None and cache_dir.exists() and not cache_dir.is_dir():
-        raise UsageError(f"--cache-dir {cache_dir} is a file; give a directory")
     handle = _run(run_baseline(options), out_dir)
     finish(handle)

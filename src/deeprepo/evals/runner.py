@@ -117,6 +117,13 @@ def validate(options: EvalOptions) -> None:
     ):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1")
+    if options.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, not {options.seed}")
+    parse_model_spec(options.model, options.base_url)  # bad specs and URLs fail before any work
+    parse_model_spec(options.sub, options.sub_base_url)
+    if options.generate is not None:
+        parse_task_spec(options.generate)
+    PriceTable.load(options.prices_file)
 
 
 def default_eval_dir(model: str, now: datetime | None = None) -> Path:

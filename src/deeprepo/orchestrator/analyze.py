@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from deeprepo import __version__
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.errors import ConfigError, UsageError
+from deeprepo.errors import CodebaseError, ConfigError, UsageError
 from deeprepo.orchestrator.audit import audit_set, parse_scopes
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
@@ -105,6 +105,13 @@ def check_dir(flag: str, path: Path | None) -> None:
 
 def validate(options: AnalyzeOptions) -> None:
     """Check every option before any work: a bad one is one line and exit code 2."""
+    target = Path(options.path)
+    if not target.exists():
+        raise CodebaseError(
+            f"{options.path} does not exist; check the path (relative paths start at {os.getcwd()})"
+        )
+    if not target.is_dir():
+        raise CodebaseError(f"{options.path} is a file; pass the directory that contains it")
     at_least("--max-turns", options.max_turns, 1)
     at_least("--sub-concurrency", options.sub_concurrency, 1)
     at_least("--max-cost", options.max_cost, 0, strict=True)
@@ -114,6 +121,7 @@ def validate(options: AnalyzeOptions) -> None:
     at_least("--output-limit", options.output_limit, 256)
     at_least("--max-file-size", options.max_file_bytes, 1)
     check_file("--prices", options.prices_file)
+    PriceTable.load(options.prices_file)  # a file that is not a price table fails here
     check_dir("--cache-dir", options.cache_dir)
     if options.out_dir is not None:
         check_out_dir(options.out_dir)

@@ -72,6 +72,8 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
             raise ConfigError(
                 f"model spec {text!r}: use plain {provider!r}, it takes no model name"
             )
+        if base_url:
+            raise ConfigError(f"{provider!r} is a built-in model; it takes no base URL")
         return ModelSpec(provider, "", None)
     if provider not in REMOTE_PROVIDERS and provider != "scripted":
         raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
