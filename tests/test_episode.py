@@ -160,7 +160,7 @@ async def test_system_prompt_variants(example: Codebase, prompt: str) -> None:
     await run(example, root, max_turns=1, prompt=prompt)
     assert root.requests[0].system == prompts.ROOT_SYSTEM_PROMPTS[prompt]
     if prompt == "exhaustive":
-        assert "EVERY source file" in (root.requests[0].system or "")
+        assert "EVERY file in `metadata['audit_files']`" in (root.requests[0].system or "")
 
 
 async def test_expert_policy_covers_every_source_file(example: Codebase) -> None:

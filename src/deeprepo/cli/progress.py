@@ -92,7 +92,7 @@ class RunProgress:
         elif kind == "audited":
             now = self.clock()
             if self._audit_t0 is None:
-                self._audit_t0, self._audit_n0 = now, self.audited
+                self._audit_t0, self._audit_n0 = now, data["files"]
             self.audited, self.to_audit = data["files"], data["total"]
             self._last_audit = now
             if now - self._last_plain >= PLAIN_EVERY_S:
