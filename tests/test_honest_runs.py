@@ -194,3 +194,44 @@ def test_text_from_the_model_and_the_repository_is_shown_as_text(
     assert "&lt;img src=x onerror=alert(1)> \\x1b[2J done" in report
     findings = json.loads((out / "findings.json").read_text())
     assert findings[0]["title"] == NASTY_TITLE  # the data itself is kept exactly
+
+
+def _scoped_repo(root: Path) -> Path:
+    weak = "import hashlib\n\n\ndef digest(data):\n    return hashlib.md5(data).hexdigest()\n"
+    deep = root / "src" / "a_rather_long_package_name" / "with_nested_modules_inside"
+    deep.mkdir(parents=True)
+    (deep / "hashing_helpers_module.py").write_text(weak)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_hashing.py").write_text(weak)
+    (root / "README.md").write_text("# Hashing\n")
+    return root
+
+
+def test_findings_outside_source_are_kept_apart_and_scopes_can_be_chosen(tmp_path: Path) -> None:
+    repo = _scoped_repo(tmp_path / "repo")
+    out = tmp_path / "run"
+    env = dict(os.environ, COLUMNS="72")  # narrow: the title gives way, file:line never does
+    proc = subprocess.run(
+        [sys.executable, "-m", "deeprepo", "analyze", str(repo), "--out", str(out)],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    loc = "src/a_rather_long_package_name/with_nested_modules_inside/hashing_helpers_module.py:5"
+    assert loc in proc.stdout
+    assert "Other scopes (kept apart, not counted above): test 1" in " ".join(proc.stdout.split())
+    m = _metrics(out)
+    assert m["findings_by_scope"] == {"source": 1, "test": 1}
+    assert m["findings_headline"] == 1 and m["coverable_files"] == 2  # README.md is docs
+    report = (out / "report.md").read_text()
+    assert report.count("hashing_helpers_module.py:5") == 1
+    assert report.index("hashing_helpers_module.py:5") < report.index("## Findings in other scopes")
+    assert report.index("tests/test_hashing.py:5") > report.index("## Findings in other scopes")
+
+    out2 = tmp_path / "run2"
+    proc = run_cli("analyze", str(repo), "--out", str(out2), "--exclude-scope", "test")
+    assert proc.returncode == 0, proc.stderr
+    m = _metrics(out2)
+    assert m["coverable_files"] == 1 and m["audit_scopes"] == [
+        "config", "example", "generated", "source", "vendored",
+    ]  # fmt: skip
+    assert m["findings_by_scope"] == {"source": 1}

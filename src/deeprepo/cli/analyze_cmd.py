@@ -10,7 +10,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from deeprepo.cli import exits
@@ -89,20 +88,29 @@ def render_summary(handle: RunHandle) -> None:
 
 
 def _findings_table(findings: list[Finding], limit: int = 15) -> None:
-    table = Table(show_header=True, header_style="bold", box=None)
-    locations = [f"{f.file}:{f.start_line}" for f in findings[:limit]]
-    widest = max(map(len, locations))
-    # The location is never cut: the title gives way (ellipsis) before it does.
-    table.add_column("severity", no_wrap=True, min_width=8)
-    table.add_column("location", no_wrap=True, min_width=min(widest, max(20, out.width - 30)))
-    table.add_column("cwe", no_wrap=True, min_width=max(len(f.cwe or "") for f in findings[:limit]))
-    table.add_column("title", no_wrap=True, overflow="ellipsis")
-    for f, loc in zip(findings[:limit], locations, strict=False):
-        table.add_row(
-            Text(f.severity), Text(visible(loc), overflow="fold"), Text(visible(f.cwe or "")),
-            Text(visible(f.title), overflow="ellipsis", no_wrap=True),
-        )  # fmt: skip
-    out.print(table)
+    """Severity, CWE, ``file:line`` and title, one finding a line. The location is never
+    cut: the title gives way (ellipsis), or goes to its own line on a narrow terminal."""
+    rows = [
+        (f.severity, visible(f.cwe or ""), visible(f"{f.file}:{f.start_line}"), visible(f.title))
+        for f in findings[:limit]
+    ]
+    sev_w = max(8, *(len(r[0]) for r in rows))
+    cwe_w = max(3, *(len(r[1]) for r in rows))
+    loc_w = max(8, *(len(r[2]) for r in rows))
+    width = out.width
+    header = f"{'severity':<{sev_w}}  {'cwe':<{cwe_w}}  {'location':<{loc_w}}  title"
+    out.print(Text(header[:width], style="bold"), soft_wrap=True)
+    for sev, cwe, loc, title in rows:
+        head = f"{sev:<{sev_w}}  {cwe:<{cwe_w}}  "
+        room = width - len(head) - loc_w - 2
+        if room >= 12:
+            shown = title if len(title) <= room else title[: room - 1] + "…"
+            out.print(Text(f"{head}{loc:<{loc_w}}  {shown}"), soft_wrap=True)
+        else:  # too narrow for both: the location whole, the title under it
+            out.print(Text(f"{head}{loc}"), soft_wrap=True)
+            indent = " " * 4
+            shown = title if len(title) <= width - 4 else title[: max(1, width - 5)] + "…"
+            out.print(Text(f"{indent}{shown}"), soft_wrap=True)
     if len(findings) > limit:
         out.print(f"… and {len(findings) - limit} more in report.md", highlight=False)
 
