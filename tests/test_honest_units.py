@@ -12,7 +12,7 @@ from rich.console import Console
 from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.codebase.model import Codebase, CodebaseMetadata
-from deeprepo.errors import UsageError
+from deeprepo.errors import ProviderUnreachable, UsageError
 from deeprepo.findings.model import Finding
 from deeprepo.orchestrator.audit import (
     DEFAULT_AUDIT_SCOPES,
@@ -24,6 +24,11 @@ from deeprepo.orchestrator.audit import (
 )
 from deeprepo.orchestrator.prompts import file_audit_prompt
 from deeprepo.orchestrator.records import RunResult
+from deeprepo.providers.base import ChatRequest, Completion, Message
+from deeprepo.providers.ledger import Ledger
+from deeprepo.providers.metered import UNREACHABLE_RETRY_S, MeteredModel
+from deeprepo.providers.openai_compat import unreachable_reason
+from deeprepo.providers.prices import PriceTable
 from deeprepo.report.outputs import metrics, render_report
 from deeprepo.report.text import console, md_block, md_code, md_text, visible
 
@@ -224,3 +229,64 @@ def test_progress_shows_files_audited_and_an_eta() -> None:
         assert progress.eta_s() == pytest.approx(35.0)  # 700 left at 20 files/s
         text = c.export_text()
     assert "turn 2/20 · audited 300/1000 files · ETA 35s" in text
+
+
+class Unreachable:
+    """A model whose server refuses every connection."""
+
+    name = "test/down"
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.attempts += 1
+        raise ProviderUnreachable(
+            "test/down: connection refused at http://127.0.0.1:9/v1", url="http://127.0.0.1:9/v1"
+        )
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_an_unreachable_server_gets_one_quick_retry_then_fails_at_once() -> None:
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    model = Unreachable()
+    ledger = Ledger()
+    metered = MeteredModel(model, "sub", ledger, PriceTable.load(None), sleep=sleep)
+    request = ChatRequest((Message("user", "hi"),))
+    with pytest.raises(ProviderUnreachable, match=r"connection refused at http://127\.0\.0\.1:9"):
+        await metered.complete(request)
+    assert model.attempts == 2 and slept == [UNREACHABLE_RETRY_S]
+    with pytest.raises(ProviderUnreachable):  # held down: no new attempt, no wait
+        await metered.complete(request)
+    assert model.attempts == 2 and len(slept) == 1
+    assert ledger.rows()[0].failed_requests == 2
+
+
+def test_refusals_dns_and_tls_are_told_apart_from_transient_faults() -> None:
+    import socket
+    import ssl
+
+    def chained(inner: BaseException) -> Exception:
+        try:
+            try:
+                raise inner
+            except BaseException as exc:
+                raise RuntimeError("transport wrapper") from exc
+        except RuntimeError as outer:
+            return outer
+
+    assert unreachable_reason(chained(ConnectionRefusedError(111, "refused"))) == (
+        "connection refused"
+    )
+    assert unreachable_reason(chained(socket.gaierror(-2, "unknown"))) == "DNS lookup failed"
+    assert unreachable_reason(chained(ssl.SSLCertVerificationError("bad cert"))) == (
+        "TLS handshake failed"
+    )
+    assert unreachable_reason(chained(ConnectionResetError(104, "reset"))) is None
+    assert unreachable_reason(chained(TimeoutError())) is None
