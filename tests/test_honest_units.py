@@ -290,3 +290,10 @@ def test_refusals_dns_and_tls_are_told_apart_from_transient_faults() -> None:
     )
     assert unreachable_reason(chained(ConnectionResetError(104, "reset"))) is None
     assert unreachable_reason(chained(TimeoutError())) is None
+
+
+def test_the_synthesis_nests_under_the_report_headings() -> None:
+    text = "# Report\n## Part\n```\n# a comment\n```\n#not-a-heading"
+    assert md_block(text, shift_headings=2) == (
+        "### Report\n#### Part\n```\n# a comment\n```\n#not-a-heading"
+    )

@@ -246,7 +246,7 @@ def _synthesis_section(ctx: ReportContext) -> list[str]:
     return [
         "## Synthesis from the root model",
         "",
-        md_block(ctx.result.answer.strip()) or "(empty)",
+        md_block(ctx.result.answer.strip(), shift_headings=2) or "(empty)",
         "",
     ]
 

@@ -73,10 +73,14 @@ def md_code(text: object) -> str:
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
-def md_block(text: object) -> str:
+_HEADING = re.compile(r"^(#{1,6})(?=\s)")
+
+
+def md_block(text: object, shift_headings: int = 0) -> str:
     """Free text (several lines) for a report: controls escaped but line breaks kept, and
     what would open an HTML tag neutralised outside fenced code; the markdown its author
-    wrote (headings, lists, code blocks) still renders."""
+    wrote (headings, lists, code blocks) still renders, headings ``shift_headings`` levels
+    deeper (at most level 6) so they nest under the report's own."""
     out: list[str] = []
     fenced = False
     for line in str(text).replace("\r\n", "\n").split("\n"):
@@ -85,5 +89,7 @@ def md_block(text: object) -> str:
             fenced = not fenced
         elif not fenced:
             line = _TAG_START.sub("&lt;", line)
+            if shift_headings:
+                line = _HEADING.sub(lambda m: "#" * min(6, len(m[1]) + shift_headings), line)
         out.append(line)
     return "\n".join(out)
