@@ -24,6 +24,7 @@ SOURCE_NAMES = {"Dockerfile", "Makefile", ".env", "Procfile", "Jenkinsfile"}
 SKIP_NAMES = {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock", "composer.lock"}
 CHUNK_LINES = 300
 PACK_CHARS = 16000  # small files share a worker prompt up to about this many characters
+PACK_CHARS_MAX = 200000  # ... more on big repositories (~1,000 prompts), never past this
 
 def is_source(path):
     name = path.rsplit("/", 1)[-1]
@@ -98,7 +99,7 @@ def pack(jobs):
     # Group slices into prompts of about PACK_CHARS (more for big repositories), so the
     # number of worker calls follows the size of the code, not the number of files.
     texts = [file_audit_prompt(p, s, e) for p, s, e in jobs]
-    limit = max(PACK_CHARS, sum(map(len, texts)) // 1000)
+    limit = min(max(PACK_CHARS, sum(map(len, texts)) // 1000), PACK_CHARS_MAX)
     groups, size = [], 0
     for job, text in zip(jobs, texts):
         block = text[text.find("<file path="):]
