@@ -22,7 +22,7 @@ from typer.core import TyperArgument, TyperOption
 
 from deeprepo.cli.app import app, main
 
-BAD_VALUES = ("-5", "0", "abc", "nan", "{missing}", "{file}")
+BAD_VALUES = ("-5", "0", "abc", "nan", "{missing}", "{file}", "{dir}")
 
 #: (command, option, value) that are valid requests: the sweep lets them through.
 ACCEPTED = {
@@ -40,8 +40,11 @@ ACCEPTED = {
             ("baseline", "--cache-dir"),
             ("tasks generate", "OUT_DIR"),
         )
-        for v in ("-5", "0", "abc", "nan", "{missing}")
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
     ),
+    # An empty folder is a repository path; the loader refuses it (tests/test_cli_offline.py).
+    ("analyze", "PATH", "{dir}"),
+    ("baseline", "PATH", "{dir}"),
     # Free-form text checked where it is used (a revision exists or not in the repository).
     *(("analyze", "--rev", v) for v in BAD_VALUES),
     *(("baseline", "--rev", v) for v in BAD_VALUES),
@@ -64,6 +67,7 @@ def _commands(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture
 def fixtures(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a-dir").mkdir()
     a_file = tmp_path / "a-file.txt"
     a_file.write_text("not a directory\n")
     findings = tmp_path / "findings.json"
@@ -75,6 +79,7 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         results.append(path)
     return {
         "file": a_file,
+        "dir": tmp_path / "a-dir",
         "missing": tmp_path / "no" / "such" / "thing",
         "findings": findings,
         "res_a": results[0],
@@ -151,7 +156,7 @@ def test_bad_values_are_one_line_and_exit_2(
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     monkeypatch.chdir(fixtures["out"].parent)
     for raw in BAD_VALUES:
-        value = raw.format(missing=fixtures["missing"], file=fixtures["file"])
+        value = raw.format(missing=fixtures["missing"], file=fixtures["file"], dir=fixtures["dir"])
         positional, options = _base(command, fixtures)
         if position >= 0:
             positional = [*positional[:position], value, *positional[position + 1 :]]

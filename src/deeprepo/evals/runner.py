@@ -32,7 +32,7 @@ from deeprepo.providers.base import ChatModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
-from deeprepo.report.rundir import check_out_dir, new_run_dir
+from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
@@ -178,7 +178,7 @@ async def run_eval(
     root_spec = parse_model_spec(options.model, options.base_url)
     parse_model_spec(options.sub, options.sub_base_url)  # a bad --sub fails before any work
     out_dir = options.out_dir or default_eval_dir(root_spec.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     results_path = out_dir / RESULTS_FILENAME
     results_path.write_text("", "utf-8")
     weights = options.weights or RewardWeights()

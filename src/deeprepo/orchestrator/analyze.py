@@ -32,7 +32,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model, default_models
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.outputs import write_outputs
-from deeprepo.report.rundir import check_out_dir, new_run_dir
+from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
 
@@ -213,7 +213,7 @@ async def analyze(
         saved.check_codebase(fingerprint)
     offline = root_spec.is_builtin and sub_spec.is_builtin
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     retry_base_s = _env_seconds(options.env, RETRY_BASE_ENV, 1.0)
     call_timeout_s = _env_seconds(options.env, CALL_TIMEOUT_ENV, 300.0) or 300.0
 

@@ -36,6 +36,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.outputs import write_outputs
+from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -201,7 +202,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         cache=ResponseCache(options.cache_dir) if options.cache else None,
     )
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
     try:

@@ -28,6 +28,16 @@ def check_out_dir(path: Path, flag: str = "--out") -> None:
         raise UsageError(f"{flag} {path}: {ancestor} is not writable; choose another directory")
 
 
+def make_out_dir(path: Path, flag: str = "--out") -> None:
+    """Create the output directory, or say in one line why it cannot be (exit code 2)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot create it ({exc.strerror or exc}); choose another directory"
+        ) from None
+
+
 def new_run_dir(label: str, now: datetime | None = None) -> Path:
     """A folder that does not exist yet: ``deeprepo-runs/<UTC stamp>-<label>[-N]``."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
