@@ -14,7 +14,7 @@ from typer._click import exceptions as click_exceptions
 from deeprepo import __version__
 from deeprepo.cli import exits
 from deeprepo.errors import DeeprepoError
-from deeprepo.report.text import console
+from deeprepo.report.text import console, visible
 
 app = typer.Typer(
     name="deeprepo",
@@ -87,7 +87,7 @@ def _one_line_warning(
 ) -> str:
     # Library warnings (e.g. the sandbox falling back to process isolation) are for the
     # user, not a developer: one line, no source location.
-    return f"warning: {message}\n"
+    return f"warning: {visible(' '.join(str(message).split()))}\n"
 
 
 def _error_line(message: str, hint: str = "") -> None:
