@@ -241,6 +241,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         seconds=time.monotonic() - started,
     )
     incomplete = not reply.strip()
+    audited = [] if incomplete else sorted(included)  # no reply: nothing was audited
     answer = reply if reply.strip() else salvage_report(findings, stop_reason, stop_detail)
     result = RunResult(
         answer=answer,
@@ -251,7 +252,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         findings=findings,
         turns=[turn],
         sub_calls=0,
-        files_covered=sorted(included),
+        files_covered=audited,
         coverable_files=len(codebase.files),
         usage=rows,
         total_cost_usd=ledger.total_cost(),
@@ -264,7 +265,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         ]
         if left_out
         else [],
-        unaudited=sorted(left_out),
+        unaudited=sorted(set(codebase.files) - set(audited)),
         audit_scopes=sorted({codebase.scope_of(p) for p in codebase.files}),
         incomplete_reason=(
             f"{len(left_out)} files did not fit the model's context (raise --context-tokens)"
