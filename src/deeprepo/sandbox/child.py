@@ -231,9 +231,7 @@ class Session:
             line_no = int(line)
             end_no = line_no if end_line is None else max(line_no, int(end_line))
         except (TypeError, ValueError):
-            raise ValueError(
-                f"add_finding: line and end_line must be ints, not {line!r}, {end_line!r}"
-            ) from None
+            raise ValueError(f"add_finding: line and end_line must be ints, not {line!r}, {end_line!r}") from None
         file_s = str(file).removeprefix("./")
         codebase = self.scaffold.get("codebase", {})
         if file_s not in codebase:
