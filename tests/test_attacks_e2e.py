@@ -477,10 +477,11 @@ def test_attack_is_contained_and_the_root_is_told(attack: Attack, outcome: Outco
 
 
 def test_the_run_ends_with_the_answer_and_an_exact_ledger(outcome: Outcome) -> None:
-    assert outcome.returncode == 0, outcome.stderr
+    # Answered, but the attacking root audits no file: an honest run says incomplete (3).
+    assert outcome.returncode == 3, outcome.stderr
     assert "Traceback" not in outcome.stderr
     m = json.loads((outcome.out / "metrics.json").read_text())
-    assert m["stop_reason"] == "answer_ready" and not m["incomplete"]
+    assert m["stop_reason"] == "answer_ready" and not m["salvaged"]
     assert m["turns"] == len(SELECTED) + 1 == len(outcome.turns)
     assert m["sandbox"] == ("bwrap" if PROBLEM is None else "process")
     assert "Every attack was contained." in (outcome.out / "report.md").read_text()

@@ -83,8 +83,9 @@ def test_baseline_left_out_files_are_named(loopback: LoopbackServer, tmp_path: P
         "baseline", str(EXAMPLE), "--model", "openai/test-small", "--base-url", loopback.openai_base_url,
         "--context-tokens", "9000", "--out", str(out),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # files left out were not audited: incomplete
     m = json.loads((out / "metrics.json").read_text())
+    assert m["incomplete"] is True and "--context-tokens" in m["incomplete_reason"]
     assert m["total_cost_usd"] is None  # unknown price is unknown, never $0
     assert m["notes"] and "left out" in m["notes"][0]
     user = loopback.requests_for("openai")[0].body["messages"][-1]["content"]  # type: ignore[index]

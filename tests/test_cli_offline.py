@@ -73,11 +73,12 @@ def test_metrics_and_report(offline_run: Path) -> None:
     assert m["stop_reason"] == "answer_ready" and m["incomplete"] is False
     assert m["root_model"] == "scripted/expert" and m["sub_model"] == "static"
     assert m["turns"] == 3
-    # Every .py/.html source file of the example reached a worker.
-    assert m["files_covered"] == 13 and m["sub_calls"] == 13
+    # Every file but the docs reached a worker, small files packed several to a prompt.
+    assert m["files_covered"] == m["coverable_files"] == 14 and m["unaudited_paths"] == []
+    assert m["complete"] is True and 1 <= m["sub_calls"] < 14
     assert m["total_cost_usd"] == 0.0
     roles = {(u["role"], u["model"]): u for u in m["usage"]}
-    assert roles[("sub", "static")]["calls"] == 13
+    assert roles[("sub", "static")]["calls"] == m["sub_calls"]
     assert roles[("root", "scripted/expert")]["calls"] == 3
     for u in m["usage"]:
         for key in (

@@ -287,7 +287,7 @@ async def test_batch_isolates_failures_and_keeps_order(
         f"echo:file {i}" for i in range(10) if i not in (3, 6)
     ]
     assert d.sent_prompts == [f"file {i}" for i in range(10) if i not in (3, 6)]
-    assert (d.calls, d.errors) == (9, 2)
+    assert (d.calls, d.failed, d.refused, d.errors) == (8, 2, 0, 2)  # calls: answered only
     sent = loopback.requests_for("openai")
     assert all(
         r.body is not None

@@ -9,6 +9,7 @@ its message says what the user can do next::
     ├── ConfigError             a model spec, price file or setting is wrong
     │   └── MissingKeyError     a provider needs an API key that is not set
     ├── ProviderError           a model call failed for good (after retries)
+    │   └── ProviderUnreachable the server cannot be reached: refused, DNS, TLS (fails fast)
     ├── BudgetExceeded          a cost / sub-call / time budget is spent
     └── SandboxError            the kernel could not be started or talked to
 """
@@ -67,6 +68,15 @@ class ProviderError(DeeprepoError):
         # A reply that arrived (and was billed) but could not be used, e.g. empty
         # ``choices``: the metered wrapper records its usage so the ledger stays exact.
         self.billed = billed
+
+
+class ProviderUnreachable(ProviderError):
+    """Nothing answers at the model's URL: connection refused, a name that does not
+    resolve, a TLS handshake that fails. Not transient like a 5xx: retried once, quickly."""
+
+    def __init__(self, message: str, *, url: str | None = None):
+        super().__init__(message, retryable=True)
+        self.url = url
 
 
 class BudgetExceeded(DeeprepoError):

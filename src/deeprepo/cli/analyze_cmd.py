@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
+from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.errors import UsageError
-from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze
+from deeprepo.findings.model import Finding
+from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze, validate
+from deeprepo.report.outputs import coverage_line, split_by_scope
+from deeprepo.report.text import console, visible
 
 err = Console(stderr=True)
 out = Console()
@@ -26,7 +32,18 @@ def _money(v: float | None) -> str:
     return "unknown" if v is None else f"${v:.4f}"
 
 
+def resume_command(out_dir: Path) -> str:
+    """The exact command that continues the run in ``out_dir``, as this process was called."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if Path(argv0).name == "deeprepo":
+        prog = shlex.quote(argv0)
+    else:  # python -m deeprepo
+        prog = f"{shlex.quote(sys.executable)} -m deeprepo"
+    return f"{prog} analyze --resume {shlex.quote(str(out_dir))}"
+
+
 def render_summary(handle: RunHandle) -> None:
+    """The run in a few lines: status and coverage first, headline findings, the rest apart."""
     r = handle.result
     if handle.offline:
         out.print(
@@ -34,25 +51,83 @@ def render_summary(handle: RunHandle) -> None:
             "Set ANTHROPIC_API_KEY or OPENROUTER_API_KEY (or pass --root/--sub) for a model-driven run.",
             highlight=False,
         )
-    status = "[yellow]incomplete[/]" if r.incomplete else "[green]complete[/]"
+    headline, rest = split_by_scope(r.findings)
+    code = exits.for_result(r)
+    status = {
+        exits.OK: "[green]complete[/]",
+        exits.ERROR: "[bold red]ERROR[/]",
+        exits.INTERRUPTED: "[bold yellow]INTERRUPTED[/]",
+    }.get(code, "[bold yellow]INCOMPLETE[/]")
+    # Status, coverage and why in one line; the stop detail is part of the why.
+    out.print(f"{status} · {console(coverage_line(r))}", highlight=False)
     out.print(
-        f"{status} · stop: {r.stop_reason} · turns {r.num_turns} · sub-calls {r.sub_calls} · "
-        f"files covered {len(r.files_covered)}/{r.coverable_files} · findings {len(r.findings)} · "
-        f"cost {_money(r.total_cost_usd)} · {r.wall_seconds:.1f}s",
+        f"stop: {console(r.stop_reason)}"
+        + f" · turns {r.num_turns} · worker calls {r.sub_calls}"
+        + (f" ({r.sub_calls_refused} refused)" if r.sub_calls_refused else "")
+        + (f" ({r.sub_calls_failed} failed)" if r.sub_calls_failed else "")
+        + f" · findings {len(headline)}"
+        + (f" (+{len(r.findings) - len(headline)} in other scopes)" if rest else "")
+        + f" · cost {_money(r.total_cost_usd)} · {r.wall_seconds:.1f}s",
         highlight=False,
     )
-    if r.findings:
-        table = Table(show_header=True, header_style="bold", box=None)
-        for col in ("severity", "location", "cwe", "title"):
-            table.add_column(col)
-        from deeprepo.findings.model import sort_by_severity
+    if headline:
+        _findings_table(headline)
+    if rest:
+        counts = " · ".join(f"{console(scope)} {len(group)}" for scope, group in rest.items())
+        out.print(
+            f"Other scopes (kept apart, not counted above): {counts}; listed in report.md",
+            highlight=False,
+        )
+    if r.unaudited:
+        shown = ", ".join(console(p) for p in r.unaudited[:5])
+        more = f" and {len(r.unaudited) - 5} more" if len(r.unaudited) > 5 else ""
+        out.print(
+            f"Not audited: {shown}{more} (all in metrics.json: unaudited_paths)", highlight=False
+        )
+    out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
 
-        for f in sort_by_severity(r.findings)[:15]:
-            table.add_row(f.severity, f"{f.file}:{f.start_line}", f.cwe or "", f.title[:70])
-        out.print(table)
-        if len(r.findings) > 15:
-            out.print(f"… and {len(r.findings) - 15} more in findings.json")
-    out.print(f"Report: {handle.out_dir / 'report.md'}", highlight=False)
+
+def _findings_table(findings: list[Finding], limit: int = 15) -> None:
+    """Severity, CWE, ``file:line`` and title, one finding a line. The location is never
+    cut: the title gives way (ellipsis), or goes to its own line on a narrow terminal."""
+    rows = [
+        (f.severity, visible(f.cwe or ""), visible(f"{f.file}:{f.start_line}"), visible(f.title))
+        for f in findings[:limit]
+    ]
+    sev_w = max(8, *(len(r[0]) for r in rows))
+    cwe_w = max(3, *(len(r[1]) for r in rows))
+    loc_w = max(8, *(len(r[2]) for r in rows))
+    width = out.width
+    header = f"{'severity':<{sev_w}}  {'cwe':<{cwe_w}}  {'location':<{loc_w}}  title"
+    out.print(Text(header[:width], style="bold"), soft_wrap=True)
+    for sev, cwe, loc, title in rows:
+        head = f"{sev:<{sev_w}}  {cwe:<{cwe_w}}  "
+        room = width - len(head) - loc_w - 2
+        if room >= 12:
+            shown = title if len(title) <= room else title[: room - 1] + "…"
+            out.print(Text(f"{head}{loc:<{loc_w}}  {shown}"), soft_wrap=True)
+        else:  # too narrow for both: the location whole, the title under it
+            out.print(Text(f"{head}{loc}"), soft_wrap=True)
+            indent = " " * 4
+            shown = title if len(title) <= width - 4 else title[: max(1, width - 5)] + "…"
+            out.print(Text(f"{indent}{shown}"), soft_wrap=True)
+    if len(findings) > limit:
+        out.print(f"… and {len(findings) - limit} more in report.md", highlight=False)
+
+
+def finish(handle: RunHandle) -> None:
+    """Render the run and end the process with its exit code (see ``exits``)."""
+    render_summary(handle)
+    code = exits.for_result(handle.result)
+    if code == exits.INTERRUPTED:
+        err.print(
+            f"interrupted: partial outputs in {console(handle.out_dir)}; continue with: "
+            f"{console(resume_command(handle.out_dir))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if code != exits.OK:
+        raise typer.Exit(code)
 
 
 # CLI parameter -> AnalyzeOptions field, where the names differ.
@@ -61,6 +136,8 @@ _OPTION_FIELD = {
     "max_file_size": "max_file_bytes",
     "cell_timeout": "cell_timeout_s",
     "prices": "prices_file",
+    "include_scope": "include_scopes",
+    "exclude_scope": "exclude_scopes",
 }
 
 
@@ -71,7 +148,7 @@ def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
         # typer vendors click's ParameterSource enum privately: compare by name.
         source = getattr(ctx.get_parameter_source(name), "name", None)
         if source in ("COMMANDLINE", "ENVIRONMENT"):
-            out[_OPTION_FIELD.get(name, name)] = value
+            out[_OPTION_FIELD.get(name, name)] = tuple(value) if isinstance(value, list) else value
     return out
 
 
@@ -142,6 +219,17 @@ def analyze_command(
     prices: Annotated[
         Path | None, typer.Option(help="JSON price override file (USD per 1M tokens).")
     ] = None,
+    include_scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Audit only files of these scopes (repeat or comma-separate): source, config, "
+            "test, example, docs, generated, vendored, or all. Default: all but docs."
+        ),
+    ] = None,
+    exclude_scope: Annotated[
+        list[str] | None,
+        typer.Option(help="Do not audit files of these scopes (e.g. vendored,generated)."),
+    ] = None,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -151,17 +239,25 @@ def analyze_command(
         ),
     ] = None,
 ) -> None:
-    """Analyse a repository and write report.md, findings.json, metrics.json and trajectory.jsonl."""
+    """Analyse a repository and write report.md, findings.json, metrics.json and trajectory.jsonl.
+
+    Exit codes: 0 complete; 1 stopped on an error; 2 bad usage; 3 incomplete (not every
+    file audited, or no answer); 130 interrupted (Ctrl-C).
+    """
     if resume is not None:
+        from deeprepo.orchestrator.resume import load_run, options_from_record
         from deeprepo.orchestrator.resume import resume as resume_run
 
         values = {k: v for k, v in ctx.params.items() if k != "resume"}
         overrides = _given(ctx, values)
         if path is not None:
             overrides["path"] = path
+        if not resume.is_dir():
+            raise UsageError(f"--resume {resume} is not a directory; pass a run's --out directory")
+        validate(options_from_record(load_run(resume), {}, overrides))
         with RunProgress(err, "resume") as progress:
-            handle = asyncio.run(resume_run(resume, overrides=overrides, on_event=progress))
-        render_summary(handle)
+            handle = _run(resume_run(resume, overrides=overrides, on_event=progress), resume)
+        finish(handle)
         return
     if path is None:
         raise UsageError("give the repository to analyse (PATH), or --resume RUN_DIR")
@@ -186,10 +282,25 @@ def analyze_command(
         cell_timeout_s=cell_timeout,
         output_limit=output_limit,
         prices_file=prices,
+        include_scopes=tuple(include_scope or ()),
+        exclude_scopes=tuple(exclude_scope or ()),
     )
+    validate(options)
     with RunProgress(err, "analyze") as progress:
-        handle = asyncio.run(analyze(options, on_event=progress))
-    render_summary(handle)
+        handle = _run(analyze(options, on_event=progress), out_dir)
+    finish(handle)
+
+
+def _run(coro: Any, out_dir: Path | None) -> RunHandle:
+    """Run the coroutine; a Ctrl-C that lands outside the episode (loading, writing) is
+    one line and exit code 130 (one inside it ends the episode: see ``finish``)."""
+    try:
+        handle: RunHandle = asyncio.run(coro)
+    except KeyboardInterrupt:
+        where = f"; outputs so far in {console(out_dir)}" if out_dir is not None else ""
+        err.print(f"interrupted{where}", highlight=False)
+        raise typer.Exit(exits.INTERRUPTED) from None
+    return handle
 
 
 def baseline_command(
@@ -217,6 +328,7 @@ def baseline_command(
 ) -> None:
     """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
     from deeprepo.orchestrator.baseline import BaselineOptions, run_baseline
+    from deeprepo.report.rundir import check_out_dir
 
     options = BaselineOptions(
         path=path,
@@ -230,5 +342,21 @@ def baseline_command(
         cache_dir=cache_dir,
         prices_file=prices,
     )
-    handle = asyncio.run(run_baseline(options))
-    render_summary(handle)
+    from deeprepo.orchestrator.analyze import check_dir, check_file
+    from deeprepo.providers.prices import PriceTable
+    from deeprepo.providers.spec import parse_model_spec
+
+    if not Path(path).is_dir():
+        what = "does not exist" if not Path(path).exists() else "is a file"
+        raise UsageError(f"{path} {what}; pass the repository's directory")
+    parse_model_spec(model, base_url)
+    check_file("--prices", prices)
+    PriceTable.load(prices)
+    check_dir("--cache-dir", cache_dir)
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
+    for flag, value in (("--max-file-size", max_file_size), ("--context-tokens", context_tokens)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, not {value}")
+    handle = _run(run_baseline(options), out_dir)
+    finish(handle)

@@ -9,9 +9,12 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer._click import exceptions as click_exceptions
 
 from deeprepo import __version__
+from deeprepo.cli import exits
 from deeprepo.errors import DeeprepoError
+from deeprepo.report.text import console, visible
 
 app = typer.Typer(
     name="deeprepo",
@@ -20,6 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog=exits.EXIT_CODES_HELP,
 )
 err = Console(stderr=True)
 out = Console()
@@ -83,20 +87,42 @@ def _one_line_warning(
 ) -> str:
     # Library warnings (e.g. the sandbox falling back to process isolation) are for the
     # user, not a developer: one line, no source location.
-    return f"warning: {message}\n"
+    return f"warning: {visible(' '.join(str(message).split()))}\n"
+
+
+def _error_line(message: str, hint: str = "") -> None:
+    text = " ".join(str(message).split())  # one line, whatever the message held
+    err.print(f"[bold red]error:[/] {console(text)}{hint}", highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: a DeeprepoError becomes one line and its exit code."""
+    """Console-script entry point: every error is one line and its exit code (``exits``)."""
     warnings.formatwarning = _one_line_warning
     try:
-        app(args=argv)
+        # Not standalone: click would turn Ctrl-C into a silent exit 130 and a bad option
+        # into a multi-line box; here both are handled in one place.
+        code = app(args=argv, standalone_mode=False)
     except DeeprepoError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        _error_line(str(exc))
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err.print("interrupted; completed turns are in the run's trajectory.jsonl")
-        sys.exit(130)
+    except click_exceptions.NoArgsIsHelpError as exc:
+        err.print(exc.format_message(), highlight=False, markup=False)
+        sys.exit(exits.USAGE)
+    except click_exceptions.UsageError as exc:
+        ctx = exc.ctx
+        where = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        _error_line(exc.format_message(), console(where))
+        sys.exit(exits.USAGE)
+    except click_exceptions.ClickException as exc:
+        _error_line(exc.format_message())
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        err.print("interrupted", highlight=False)
+        sys.exit(exits.INTERRUPTED)
+    except OSError as exc:  # a disk full, a folder that vanished: say what, not where in the code
+        _error_line(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+        sys.exit(exits.ERROR)
+    sys.exit(code if isinstance(code, int) else exits.OK)
 
 
 if __name__ == "__main__":

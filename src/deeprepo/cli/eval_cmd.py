@@ -10,10 +10,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from deeprepo.cli import exits
 from deeprepo.env.reward import RewardWeights
 from deeprepo.errors import UsageError
 from deeprepo.evals.results import RolloutResult
-from deeprepo.evals.runner import EvalOptions, run_eval
+from deeprepo.evals.runner import EvalOptions, run_eval, validate
+from deeprepo.report.text import console
 
 err = Console(stderr=True)
 
@@ -90,6 +92,8 @@ def eval_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
 ) -> None:
     """Evaluate a root model: N examples x R rollouts, the reward summary and results.jsonl."""
+    if weights is not None and not weights.is_file():
+        raise UsageError(f"--weights {weights} is not a file")
     if sandbox not in ("auto", "bwrap", "process"):
         raise UsageError("--sandbox must be auto, bwrap or process")
     options = EvalOptions(
@@ -121,6 +125,26 @@ def eval_command(
                 highlight=False,
             )
 
-    run = asyncio.run(run_eval(options, on_result=progress))
+    validate(options)
+    try:
+        run = asyncio.run(run_eval(options, on_result=progress))
+    except KeyboardInterrupt:
+        err.print("interrupted; finished rollouts are in results.jsonl", highlight=False)
+        raise typer.Exit(exits.INTERRUPTED) from None
     typer.echo(run.text, nl=False)
-    err.print(f"Results: {run.out_dir / 'results.jsonl'}", highlight=False)
+    err.print(f"Results: {console(run.out_dir / 'results.jsonl')}", highlight=False)
+    failed = run.failed
+    if failed:
+        first = " ".join(str(run.first_error).split())
+        if len(failed) == len(run.results):
+            err.print(
+                f"[bold red]error:[/] every rollout ({len(failed)}) failed; first: {console(first)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(exits.ERROR)
+        err.print(
+            f"warning: {len(failed)} of {len(run.results)} rollouts failed; first: {console(first)}",
+            highlight=False,
+            soft_wrap=True,
+        )

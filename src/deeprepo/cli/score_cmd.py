@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from deeprepo.errors import UsageError
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
     Score,
@@ -29,6 +30,10 @@ def score_command(
     ),
 ) -> None:
     """Grade findings against a ground truth: precision, recall, F1, per CWE family, decoys hit."""
+    for label, path in (("FINDINGS", findings), ("GROUND_TRUTH", ground_truth)):
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise UsageError(f"{label} {path} {what}; give a JSON file")
     score = grade(load_findings(findings), load_ground_truth(ground_truth), tolerance=tolerance)
     if json_out:
         typer.echo(json.dumps(score.to_dict(), indent=2))

@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deeprepo.errors import UsageError
+from deeprepo.report.rundir import check_out_dir
 from deeprepo.tasks import generate_tasks
 
 out = Console()
@@ -42,6 +44,11 @@ def generate_command(
     ] = "python",
 ) -> None:
     """Write N repositories, each as OUT_DIR/<id>/repo + ground_truth.json, and OUT_DIR/index.json."""
+    if n < 1:
+        raise UsageError(f"--n must be at least 1, not {n}")
+    if seed < 0:
+        raise UsageError(f"--seed must be 0 or more, not {seed}")
+    check_out_dir(out_dir, "OUT_DIR")
     infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
     table = Table(box=None, header_style="bold")
     for col in ("task", "domain", "files", "bugs", "decoys"):

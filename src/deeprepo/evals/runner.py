@@ -32,7 +32,7 @@ from deeprepo.providers.base import ChatModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
-from deeprepo.report.rundir import new_run_dir
+from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
@@ -77,10 +77,37 @@ class EvalRun:
     text: str  # the printout, also in summary.txt
     out_dir: Path
 
+    @property
+    def failed(self) -> list[RolloutResult]:
+        """Rollouts that stopped on an error (the model or the sandbox failed)."""
+        return [r for r in self.results if rollout_failed(r)]
+
+    @property
+    def first_error(self) -> str | None:
+        """The stop detail of the first rollout that failed, if any did."""
+        for r in self.failed:
+            return str(r.extra.get("stop_detail") or "no detail recorded")
+        return None
+
+
+def rollout_failed(r: RolloutResult) -> bool:
+    return r.stop_condition == "error" or r.extra.get("stop_reason") == "error"
+
 
 def validate(options: EvalOptions) -> None:
     if (options.tasks_dir is None) == (options.generate is None):
         raise UsageError("pass exactly one of --tasks DIR or --generate SPEC (e.g. medium:seed=7)")
+    if options.timeout_s is not None and not (0 < options.timeout_s < float("inf")):
+        raise UsageError(
+            f"--timeout must be a number of seconds above 0, not {options.timeout_s:g}"
+        )
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
+    if options.tasks_dir is not None and not options.tasks_dir.is_dir():
+        raise UsageError(
+            f"--tasks {options.tasks_dir} is not a directory; give one written by "
+            "`deeprepo tasks generate`"
+        )
     for name, value in (
         ("-n", options.n),
         ("-r", options.rollouts),
@@ -90,6 +117,13 @@ def validate(options: EvalOptions) -> None:
     ):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1")
+    if options.seed < 0:
+        raise UsageError(f"--seed must be 0 or more, not {options.seed}")
+    parse_model_spec(options.model, options.base_url)  # bad specs and URLs fail before any work
+    parse_model_spec(options.sub, options.sub_base_url)
+    if options.generate is not None:
+        parse_task_spec(options.generate)
+    PriceTable.load(options.prices_file)
 
 
 def default_eval_dir(model: str, now: datetime | None = None) -> Path:
@@ -144,7 +178,7 @@ async def run_eval(
     root_spec = parse_model_spec(options.model, options.base_url)
     parse_model_spec(options.sub, options.sub_base_url)  # a bad --sub fails before any work
     out_dir = options.out_dir or default_eval_dir(root_spec.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     results_path = out_dir / RESULTS_FILENAME
     results_path.write_text("", "utf-8")
     weights = options.weights or RewardWeights()

@@ -5,9 +5,11 @@ renders progress. ``orchestrator.resume`` continues a run through the same path.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from deeprepo import __version__
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.errors import ConfigError, UsageError
+from deeprepo.errors import CodebaseError, ConfigError, UsageError
+from deeprepo.orchestrator.audit import audit_set, parse_scopes
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.orchestrator.records import RunResult
@@ -29,7 +32,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model, default_models
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.outputs import write_outputs
-from deeprepo.report.rundir import new_run_dir
+from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
 
@@ -66,6 +69,8 @@ class AnalyzeOptions:
     cell_timeout_s: float = 120.0
     output_limit: int = 8192
     prices_file: Path | None = None
+    include_scopes: tuple[str, ...] = ()  # audit only these scopes (default: all but docs)
+    exclude_scopes: tuple[str, ...] = ()  # and not these
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -77,19 +82,55 @@ class RunHandle:
     offline: bool
 
 
+def at_least(flag: str, value: float | None, minimum: float, *, strict: bool = False) -> None:
+    """Refuse a number below ``minimum`` (or equal to it with ``strict``), NaN or infinity."""
+    if value is None:
+        return
+    bad = not math.isfinite(value) or value < minimum or (strict and value == minimum)
+    if bad:
+        bound = f"greater than {minimum:g}" if strict else f"at least {minimum:g}"
+        raise UsageError(f"{flag} must be a number {bound}, not {value:g}")
+
+
+def check_file(flag: str, path: Path | None) -> None:
+    if path is not None and not path.is_file():
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UsageError(f"{flag} {path} {what}; give a file")
+
+
+def check_dir(flag: str, path: Path | None) -> None:
+    if path is not None and path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path} is a file; give a directory")
+
+
 def validate(options: AnalyzeOptions) -> None:
+    """Check every option before any work: a bad one is one line and exit code 2."""
+    target = Path(options.path)
+    if not target.exists():
+        raise CodebaseError(
+            f"{options.path} does not exist; check the path (relative paths start at {os.getcwd()})"
+        )
+    if not target.is_dir():
+        raise CodebaseError(f"{options.path} is a file; pass the directory that contains it")
+    at_least("--max-turns", options.max_turns, 1)
+    at_least("--sub-concurrency", options.sub_concurrency, 1)
+    at_least("--max-cost", options.max_cost, 0, strict=True)
+    at_least("--max-sub-calls", options.max_sub_calls, 1)
+    at_least("--timeout", options.timeout_s, 0, strict=True)
+    at_least("--cell-timeout", options.cell_timeout_s, 0, strict=True)
+    at_least("--output-limit", options.output_limit, 256)
+    at_least("--max-file-size", options.max_file_bytes, 1)
+    check_file("--prices", options.prices_file)
+    PriceTable.load(options.prices_file)  # a file that is not a price table fails here
+    check_dir("--cache-dir", options.cache_dir)
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
+    parse_scopes(options.include_scopes, options.exclude_scopes)
+    resolve_specs(options)  # a bad --root/--sub/base URL fails here, before the repository loads
     if options.prompt not in ROOT_SYSTEM_PROMPTS:
         raise UsageError(
             f"unknown --prompt {options.prompt!r}; choose one of: {', '.join(ROOT_SYSTEM_PROMPTS)}"
         )
-    if options.max_turns < 1:
-        raise UsageError("--max-turns must be at least 1")
-    if options.sub_concurrency < 1:
-        raise UsageError("--sub-concurrency must be at least 1")
-    if options.max_cost is not None and options.max_cost <= 0:
-        raise UsageError("--max-cost must be a positive number of dollars")
-    if options.max_sub_calls is not None and options.max_sub_calls < 0:
-        raise UsageError("--max-sub-calls cannot be negative")
     if options.sandbox not in ("auto", "bwrap", "process"):
         raise UsageError("--sandbox must be auto, bwrap or process")
 
@@ -172,7 +213,7 @@ async def analyze(
         saved.check_codebase(fingerprint)
     offline = root_spec.is_builtin and sub_spec.is_builtin
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     retry_base_s = _env_seconds(options.env, RETRY_BASE_ENV, 1.0)
     call_timeout_s = _env_seconds(options.env, CALL_TIMEOUT_ENV, 300.0) or 300.0
 
@@ -213,13 +254,22 @@ async def analyze(
         backoff_base_s=retry_base_s,
     )
     dispatcher = SubDispatcher(sub)
+    audit_scopes = parse_scopes(options.include_scopes, options.exclude_scopes)
+    audit_paths = audit_set(codebase.files, codebase.scopes, audit_scopes)
+    if on_event is not None:
+        on_event("audit_start", {"files": len(audit_paths)})
+        dispatcher.on_answer = _audit_progress(set(audit_paths), on_event)
     sandbox = SandboxConfig(
         mode=options.sandbox,  # type: ignore[arg-type]
         cell_timeout_s=options.cell_timeout_s,
         output_limit=options.output_limit,
     )
     config = EpisodeConfig(
-        max_turns=options.max_turns, prompt=options.prompt, timeout_s=options.timeout_s
+        max_turns=options.max_turns,
+        prompt=options.prompt,
+        timeout_s=options.timeout_s,
+        audit_scopes=audit_scopes,
+        catch_interrupt=True,
     )
     started = time.time()
     now = datetime.now(UTC).isoformat(timespec="seconds")
@@ -276,7 +326,10 @@ async def analyze(
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
-            incomplete=result.incomplete,
+            incomplete=not result.complete,
+            incomplete_reason=result.incomplete_reason,
+            files_audited=len(result.files_covered),
+            files_to_audit=result.coverable_files,
             turns=result.num_turns,
             sub_calls=result.sub_calls,
             total_cost_usd=result.total_cost_usd,
@@ -286,3 +339,23 @@ async def analyze(
         )
     write_outputs(out_dir, result, codebase, offline=offline)
     return RunHandle(result=result, codebase=codebase, out_dir=out_dir, offline=offline)
+
+
+def _audit_progress(targets: set[str], on_event: EventSink) -> Callable[[str], None]:
+    """A dispatcher hook counting the files of the audit set named in answered prompts
+    (file blocks of the audit format): cheap, live, and a lower bound of the final figure,
+    which :mod:`deeprepo.orchestrator.audit` computes from the prompts' content."""
+    seen: set[str] = set()
+
+    def on_answer(prompt: str) -> None:
+        before = len(seen)
+        for path in _FILE_HEADER.findall(prompt):
+            if path in targets:
+                seen.add(path)
+        if len(seen) != before:
+            on_event("audited", {"files": len(seen), "total": len(targets)})
+
+    return on_answer
+
+
+_FILE_HEADER = re.compile(r'<file path="([^"\n]+)"')

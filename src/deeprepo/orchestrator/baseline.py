@@ -36,6 +36,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.outputs import write_outputs
+from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -201,7 +202,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         cache=ResponseCache(options.cache_dir) if options.cache else None,
     )
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out_dir)
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
     try:
@@ -240,6 +241,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         seconds=time.monotonic() - started,
     )
     incomplete = not reply.strip()
+    audited = [] if incomplete else sorted(included)  # no reply: nothing was audited
     answer = reply if reply.strip() else salvage_report(findings, stop_reason, stop_detail)
     result = RunResult(
         answer=answer,
@@ -250,7 +252,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         findings=findings,
         turns=[turn],
         sub_calls=0,
-        files_covered=sorted(included),
+        files_covered=audited,
         coverable_files=len(codebase.files),
         usage=rows,
         total_cost_usd=ledger.total_cost(),
@@ -263,6 +265,13 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         ]
         if left_out
         else [],
+        unaudited=sorted(set(codebase.files) - set(audited)),
+        audit_scopes=sorted({codebase.scope_of(p) for p in codebase.files}),
+        incomplete_reason=(
+            f"{len(left_out)} files did not fit the model's context (raise --context-tokens)"
+            if left_out
+            else ("the model gave no answer: " + stop_detail if incomplete else "")
+        ),
     )
     set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:

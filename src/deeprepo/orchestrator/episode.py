@@ -7,6 +7,7 @@ execution, the metered models own money and retries.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -16,9 +17,15 @@ from typing import Any
 from deeprepo.architecture import architecture_of, architecture_summary
 from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
-from deeprepo.findings.coverage import coverable_files, covered_files
 from deeprepo.findings.model import Finding, dedupe, finding_from_dict
 from deeprepo.orchestrator import prompts
+from deeprepo.orchestrator.audit import (
+    DEFAULT_AUDIT_SCOPES,
+    DispatchStats,
+    audit_set,
+    audited_files,
+    shortfall,
+)
 from deeprepo.orchestrator.parser import extract_code_blocks
 from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
@@ -46,9 +53,15 @@ class EpisodeConfig:
     cache_root_prompt: bool = True
     countdown_from: int = 3  # show "N turns left" when this few remain
     timeout_s: float | None = None  # whole-episode wall clock
+    audit_scopes: frozenset[str] = DEFAULT_AUDIT_SCOPES  # scopes whose files must be audited
+    # Ctrl-C (a cancelled task) ends the episode as ``interrupted`` with what it has,
+    # instead of propagating: ``analyze`` writes partial outputs from it.
+    catch_interrupt: bool = False
 
 
-def metadata_summary(codebase: Codebase) -> str:
+def metadata_summary(
+    codebase: Codebase, audit_scopes: frozenset[str] = DEFAULT_AUDIT_SCOPES
+) -> str:
     """The short overview the root sees in its first message."""
     md = codebase.metadata
     langs = ", ".join(f"{k} ({v})" for k, v in list(md.languages.items())[:8]) or "unknown"
@@ -67,6 +80,13 @@ def metadata_summary(codebase: Codebase) -> str:
         lines.append(
             f"- skipped: {len(md.skipped)} files (binary, oversized, ignored); see metadata['skipped']"
         )
+    if md.scopes:
+        lines.append("- scopes: " + ", ".join(f"{k} ({v:,})" for k, v in md.scopes.items()))
+    n_audit = len(audit_set(codebase.files, codebase.scopes, audit_scopes))
+    lines.append(
+        f"- to audit: {n_audit:,} files (scopes {', '.join(sorted(audit_scopes))}); "
+        "the list is metadata['audit_files']"
+    )
     lines.append(architecture_summary(architecture_of(codebase)))
     return "\n".join(lines)
 
@@ -107,6 +127,18 @@ class Episode:
         self.replay_mismatches: list[int] = []  # replayed turns whose output came out different
         if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
             raise ValueError(f"unknown prompt {self.config.prompt!r}")
+        #: The files this run must audit (``orchestrator.audit``); also ``metadata['audit_files']``.
+        self.audit_paths = audit_set(codebase.files, codebase.scopes, self.config.audit_scopes)
+
+    def _payload(self) -> dict[str, Any]:
+        payload = self.codebase.payload()
+        payload["metadata"] = {
+            **payload["metadata"],
+            "audit_files": self.audit_paths,
+            "audit_scopes": sorted(self.config.audit_scopes),
+            "architecture": architecture_of(self.codebase).to_dict(limit=200),
+        }
+        return payload
 
     async def _llm_handler(self, batch: list[str], system: str | None) -> list[str]:
         self._batch_sizes.append(len(batch))
@@ -120,16 +152,18 @@ class Episode:
         messages: list[Message] = [
             Message(
                 "user",
-                prompts.first_user_message(metadata_summary(self.codebase), self.config.task),
+                prompts.first_user_message(
+                    metadata_summary(self.codebase, self.config.audit_scopes), self.config.task
+                ),
             )
         ]
         turns: list[Turn] = []
         findings: list[Finding] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
         stop_reason, stop_detail = "max_turns", ""
-        payload = self.codebase.payload()
-        payload["metadata"]["architecture"] = architecture_of(self.codebase).to_dict(limit=200)
-        kernel = await Kernel.start(payload, self._llm_handler, self.sandbox_config, pool=self.pool)
+        kernel = await Kernel.start(
+            self._payload(), self._llm_handler, self.sandbox_config, pool=self.pool
+        )
         try:
             index = 0
             final_turn = False
@@ -165,6 +199,14 @@ class Episode:
                 except ProviderError as exc:
                     stop_reason, stop_detail = "error", f"root model failed: {exc}"
                     break
+                except asyncio.CancelledError:
+                    if not self.config.catch_interrupt:
+                        raise
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()  # handled: later awaits (closing the kernel) must run
+                    stop_reason, stop_detail = "interrupted", "interrupted by the user (Ctrl-C)"
+                    break
                 turns.append(turn)
                 findings.extend(new)
                 if index <= len(self._replay):
@@ -193,7 +235,16 @@ class Episode:
         if incomplete:
             content = salvage_report(findings, stop_reason, stop_detail, partial=content)
         sent = list(self.dispatcher.sent_prompts)
-        covered = covered_files(self.codebase.files, sent)
+        audited = audited_files(self.codebase.files, sent, self.audit_paths)
+        unaudited = sorted(set(self.audit_paths) - set(audited))
+        d = self.dispatcher
+        stats = DispatchStats(
+            answered=d.calls,
+            refused=d.refused,
+            failed=d.failed,
+            budget_kind=d.last_budget_error.kind if d.last_budget_error else None,
+            first_error=d.first_error,
+        )
         return RunResult(
             answer=content,
             incomplete=incomplete,
@@ -202,8 +253,8 @@ class Episode:
             findings=findings,
             turns=turns,
             sub_calls=self.dispatcher.calls,
-            files_covered=sorted(covered),
-            coverable_files=len(coverable_files(self.codebase.files)),
+            files_covered=audited,
+            coverable_files=len(self.audit_paths),
             usage=[row.to_dict() for row in self.ledger.rows()],
             total_cost_usd=self.ledger.total_cost(),
             wall_seconds=self.clock() - started,
@@ -212,6 +263,17 @@ class Episode:
             sandbox_mode=kernel.mode,
             sent_prompts=sent,
             batch_sizes=list(self._batch_sizes),
+            unaudited=unaudited,
+            audit_scopes=sorted(self.config.audit_scopes),
+            sub_calls_refused=d.refused,
+            sub_calls_failed=d.failed,
+            incomplete_reason=shortfall(
+                unaudited=len(unaudited),
+                answered=not incomplete,
+                stop_reason=stop_reason,
+                stop_detail=stop_detail,
+                stats=stats,
+            ),
         )
 
     async def _turn(

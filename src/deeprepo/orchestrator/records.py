@@ -7,8 +7,15 @@ from typing import Any, Literal
 
 from deeprepo.findings.model import Finding
 
-StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error"]
-STOP_REASONS: tuple[str, ...] = ("answer_ready", "max_turns", "budget", "timeout", "error")
+StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error", "interrupted"]
+STOP_REASONS: tuple[str, ...] = (
+    "answer_ready",
+    "max_turns",
+    "budget",
+    "timeout",
+    "error",
+    "interrupted",
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,12 @@ class Turn:
 
 @dataclass(frozen=True)
 class RunResult:
-    """Everything an Episode produced; reports and rewards are computed from it."""
+    """Everything an Episode produced; reports and rewards are computed from it.
+
+    ``incomplete`` is narrow: the root never set its answer (the report was salvaged).
+    Whether the *run* is complete (answer set and every file of the audit set audited)
+    is :attr:`complete`; :attr:`incomplete_reason` says why not (``orchestrator.audit``).
+    """
 
     answer: str
     incomplete: bool
@@ -45,9 +57,9 @@ class RunResult:
     stop_detail: str
     findings: list[Finding]
     turns: list[Turn]
-    sub_calls: int
-    files_covered: list[str]
-    coverable_files: int
+    sub_calls: int  # worker prompts answered (by a model or the cache); refused ones are not calls
+    files_covered: list[str]  # files of the audit set audited by answered worker prompts
+    coverable_files: int  # files in the audit set
     usage: list[dict[str, Any]]  # one entry per (role, model), see docs/outputs.md
     total_cost_usd: float | None
     wall_seconds: float
@@ -57,7 +69,17 @@ class RunResult:
     sent_prompts: list[str] = field(default_factory=list, repr=False)
     batch_sizes: list[int] = field(default_factory=list)  # prompts per llm_query/llm_batch request
     notes: list[str] = field(default_factory=list)  # for the reader: files left out, fallbacks
+    unaudited: list[str] = field(default_factory=list)  # audit-set files no answered prompt held
+    audit_scopes: list[str] = field(default_factory=list)  # scopes in the audit set
+    sub_calls_refused: int = 0  # worker prompts refused by a budget (never sent)
+    sub_calls_failed: int = 0  # worker calls that failed for good
+    incomplete_reason: str = ""  # why the run is incomplete, with the option to change
 
     @property
     def num_turns(self) -> int:
         return len(self.turns)
+
+    @property
+    def complete(self) -> bool:
+        """The root set its answer and every file of the audit set was audited."""
+        return not self.incomplete and not self.unaudited and self.stop_reason != "interrupted"

@@ -33,7 +33,16 @@ from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 __all__ = ["FIXED_OPTIONS", "SavedRun", "load_run", "options_from_record", "resume"]
 
 #: Options that define the run: a resumed run keeps them (giving another value is an error).
-FIXED_OPTIONS = ("path", "rev", "root", "sub", "prompt", "out_dir")
+FIXED_OPTIONS = (
+    "path",
+    "rev",
+    "root",
+    "sub",
+    "prompt",
+    "out_dir",
+    "include_scopes",
+    "exclude_scopes",
+)
 _PATH_OPTIONS = ("cache_dir", "out_dir", "prices_file")
 
 
@@ -181,7 +190,7 @@ def options_from_record(
             same = (
                 os.path.abspath(str(value)) == os.path.abspath(str(recorded.get(name)))
                 if name in ("path", "out_dir")
-                else value == recorded.get(name)
+                else _plain(value) == _plain(recorded.get(name))
             )
             if not same:
                 flag = "PATH" if name == "path" else "--" + name.replace("_", "-")
@@ -194,11 +203,18 @@ def options_from_record(
     for name in _PATH_OPTIONS:
         if kwargs.get(name) is not None:
             kwargs[name] = Path(kwargs[name])
+    for name in ("include_scopes", "exclude_scopes"):
+        kwargs[name] = tuple(kwargs.get(name) or ())
     kwargs["out_dir"] = saved.run_dir
     try:
         return AnalyzeOptions(**kwargs, env=dict(env))
     except TypeError as exc:
         raise UsageError(f"{saved.trajectory} has options deeprepo cannot read: {exc}") from None
+
+
+def _plain(value: Any) -> Any:
+    """Recorded JSON holds lists where options hold tuples."""
+    return list(value) if isinstance(value, tuple | list) else value
 
 
 async def resume(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from deeprepo.findings.model import Finding, sort_by_severity
+from collections import Counter
+
+from deeprepo.findings.model import SEVERITIES, Finding
 
 
 def salvage_report(
@@ -19,10 +21,10 @@ def salvage_report(
     if partial.strip():
         lines += ["## Partial answer from the root", "", partial.strip(), ""]
     if findings:
-        lines += ["## Findings recorded", ""]
-        for f in sort_by_severity(findings):
-            cwe = f" ({f.cwe})" if f.cwe else ""
-            lines.append(f"- **{f.severity}** `{f.file}:{f.start_line}` {f.title}{cwe}")
+        # report.md lists every finding once, with its scope; here only the tally.
+        counts = Counter(f.severity for f in findings)
+        tally = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s])
+        lines.append(f"Findings recorded: {len(findings)} ({tally}); see findings.json.")
     else:
         lines.append("No findings were recorded.")
     return "\n".join(lines) + "\n"

@@ -23,6 +23,8 @@ SOURCE_EXTS = {
 SOURCE_NAMES = {"Dockerfile", "Makefile", ".env", "Procfile", "Jenkinsfile"}
 SKIP_NAMES = {"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock", "Cargo.lock", "composer.lock"}
 CHUNK_LINES = 300
+PACK_CHARS = 16000  # small files share a worker prompt up to about this many characters
+PACK_CHARS_MAX = 200000  # ... more on big repositories (~1,000 prompts), never past this
 
 def is_source(path):
     name = path.rsplit("/", 1)[-1]
@@ -30,6 +32,13 @@ def is_source(path):
         return False
     ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
     return name in SOURCE_NAMES or ext.lower() in SOURCE_EXTS
+
+def audit_paths():
+    # The run's audit set when deeprepo lists it; else judge by the file names.
+    listed = metadata.get("audit_files")
+    if isinstance(listed, list):
+        return sorted(p for p in listed if p in codebase)
+    return sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 
 def audit_jobs(paths):
     jobs = []
@@ -58,12 +67,12 @@ def parse_worker_reply(text):
                 return [d for d in data if isinstance(d, dict)]
     return []
 
-def record(path, items, lo, hi):
+def record(path, items, lo, hi, shared=False):
     added = 0
     for item in items:
         named = str(item.get("file") or "").removeprefix("./")
-        if named and named != path:
-            continue  # a worker's remark about another file: not what it was shown
+        if (named or shared) and named != path:
+            continue  # about another file of the prompt, or not saying which
         try:
             line = int(str(item.get("line", item.get("start_line", lo))).split("-")[0])
         except ValueError:
@@ -86,20 +95,45 @@ def record(path, items, lo, hi):
         added += 1
     return added
 
+def pack(jobs):
+    # Group slices into prompts of about PACK_CHARS (more for big repositories), so the
+    # number of worker calls follows the size of the code, not the number of files.
+    texts = [file_audit_prompt(p, s, e) for p, s, e in jobs]
+    limit = min(max(PACK_CHARS, sum(map(len, texts)) // 1000), PACK_CHARS_MAX)
+    groups, size = [], 0
+    for job, text in zip(jobs, texts):
+        block = text[text.find("<file path="):]
+        if groups and size + len(block) <= limit:
+            groups[-1][0].append(job)
+            groups[-1][1].append(block)
+            size += len(block)
+        else:
+            groups.append(([job], [block], text[:text.find("<file path=")]))
+            size = len(block)
+    prompts = []
+    for group_jobs, blocks, head in groups:
+        if len(blocks) > 1:
+            head += ("Several files follow: give each finding's \"file\" exactly as in its "
+                     "<file path>.\n\n")
+        prompts.append(head + "\n".join(blocks) + "\n")
+    return [g[0] for g in groups], prompts
+
 def dispatch(jobs, flows=()):
-    # One parallel batch: the file (or slice) audits, then the cross-file groups.
-    replies = llm_batch([file_audit_prompt(p, s, e) for p, s, e in jobs] + [flow_prompt(g) for g in flows])
+    # One parallel batch: the packed file (or slice) audits, then the cross-file groups.
+    groups, prompts = pack(jobs)
+    replies = llm_batch(prompts + [flow_prompt(g) for g in flows])
     failed, added = [], 0
-    for group, reply in zip(flows, replies[len(jobs):]):
+    for group, reply in zip(flows, replies[len(prompts):]):
         for q in group:
             added += record(q, parse_worker_reply(reply) or [], 1, codebase[q].count("\n") + 1)
-    for (p, s, e), reply in zip(jobs, replies):
+    for group, reply in zip(groups, replies):
         items = parse_worker_reply(reply)
         if items is None:
-            failed.append((p, s, e))
+            failed.extend(group)
             continue
-        dispatched.add(p)
-        added += record(p, items, s, e)
+        for p, s, e in group:
+            dispatched.add(p)
+            added += record(p, items, s, e, shared=len(group) > 1)
     return added, failed
 
 import posixpath
@@ -145,6 +179,9 @@ def local_imports(path):
     return out
 
 FLOW_LINES = 700
+# Cross-file prompts repeat code the audit already showed: past this many, a big repository
+# pays twice for little (they are for flows between a few modules, not for every file).
+MAX_FLOW_PROMPTS = 500
 
 def flow_jobs(paths):
     # Each file with the local modules it imports, in one prompt: a value read in one file
@@ -187,7 +224,7 @@ dispatched = globals().get("dispatched", set())
 
 _REPORT = r"""
 SEV_ORDER = ["critical", "high", "medium", "low", "info"]
-sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+sources = audit_paths()
 by_sev = {s: [] for s in SEV_ORDER}
 for f in all_findings:
     by_sev.get(f["severity"].lower(), by_sev["medium"]).append(f)
@@ -202,25 +239,17 @@ for p in codebase:
 out = ["# Code analysis report", ""]
 out.append("## Summary")
 out.append("")
-out.append("- Files audited by workers: " + str(len(dispatched)) + " of " + str(len(sources)) + " source files")
+# How many files were audited is deeprepo's figure (answered prompts only), not the root's.
 out.append("- Findings: " + str(len(all_findings)) + " (" + ", ".join(s + ": " + str(len(by_sev[s])) for s in SEV_ORDER if by_sev[s]) + ")")
 if per_file:
     hot = sorted(per_file.items(), key=lambda kv: -kv[1])[:5]
     out.append("- Hot spots: " + ", ".join(p + " (" + str(n) + ")" for p, n in hot))
-out.append("")
-out.append("## Findings by severity")
-for sev in SEV_ORDER:
-    if not by_sev[sev]:
-        continue
-    out.append("")
-    out.append("### " + sev.capitalize())
-    for f in sorted(by_sev[sev], key=lambda f: (f["file"], f["line"])):
-        cwe = " (" + str(f["cwe"]) + ")" if f["cwe"] else ""
-        out.append("- `" + f["file"] + ":" + str(f["line"]) + "` **" + (f["title"] or f["kind"]) + "**" + cwe)
-        if f["detail"]:
-            out.append("  - " + f["detail"])
-        if f["fix"]:
-            out.append("  - Fix: " + f["fix"])
+# Each finding was recorded with add_finding: deeprepo lists them (once) in the report.
+kinds = {}
+for f in all_findings:
+    kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+if kinds:
+    out.append("- Kinds: " + ", ".join(k + " (" + str(n) + ")" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:8]))
 if not all_findings:
     out.append("")
     out.append("No problems were reported by the workers.")
@@ -246,10 +275,10 @@ print(file_tree[:3000])
     # Turn 2: delegate every source file (big ones in slices) in one parallel batch.
     _HELPERS
     + r"""
-sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+sources = audit_paths()
 jobs = audit_jobs(sources)
-flows = flow_jobs(sources)
-print("dispatching", len(jobs), "audit prompts over", len(sources), "source files and",
+flows = flow_jobs(sources)[:MAX_FLOW_PROMPTS]
+print("dispatching", len(jobs), "file slices over", len(sources), "files to audit and",
       len(flows), "cross-file prompts (a file with the modules it imports)")
 added, failed = dispatch(jobs, flows)
 print("findings recorded:", added, "| failed prompts:", len(failed))
@@ -259,7 +288,7 @@ for f in all_findings[:40]:
     # Turn 3: retry what failed, check coverage, write the report, answer.
     _HELPERS
     + r"""
-sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
+sources = audit_paths()
 retry = [j for j in audit_jobs(sources) if j[0] not in dispatched]
 if retry:
     added, failed = dispatch(retry)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Literal
 
 from deeprepo.errors import BudgetExceeded, DeeprepoError
 from deeprepo.orchestrator.prompts import WORKER_SYSTEM_PROMPT
@@ -19,6 +21,7 @@ from deeprepo.providers.metered import MeteredModel
 __all__ = ["ERROR_PREFIX", "SubDispatcher"]
 
 ERROR_PREFIX = "[llm error] "
+_Outcome = Literal["answered", "refused", "failed"]
 log = logging.getLogger(__name__)
 
 
@@ -27,8 +30,10 @@ class SubDispatcher:
 
     ``sent_prompts`` lists, in call order (batch order within a batch), every prompt
     a model or the cache answered: the orchestrator computes coverage from it, so a
-    prompt whose call failed is not in it. ``calls`` counts prompts handed to the
-    model (failed ones included); ``errors`` those that came back as error strings.
+    prompt whose call failed is not in it. ``calls`` counts those answered prompts (a
+    refused call is not a call); ``refused`` the prompts a budget turned away before
+    any call, ``failed`` those whose call failed for good (``first_error`` says how).
+    ``on_answer`` is told of each answered prompt (live progress).
     """
 
     def __init__(
@@ -45,41 +50,55 @@ class SubDispatcher:
         self.temperature = temperature
         self.sent_prompts: list[str] = []
         self.calls = 0
-        self.errors = 0
+        self.refused = 0
+        self.failed = 0
+        self.first_error: str | None = None
         self.last_budget_error: BudgetExceeded | None = None
+        self.on_answer: Callable[[str], None] | None = None
 
-    async def _one(self, prompt: object, system: object) -> tuple[str, bool]:
-        """``(answer or error string, answered)``; never raises for a failed call."""
+    @property
+    def errors(self) -> int:
+        """Prompts that came back as error strings (refused or failed)."""
+        return self.refused + self.failed
+
+    async def _one(self, prompt: object, system: object) -> tuple[str, _Outcome]:
+        """``(answer or error string, outcome)``; never raises for a failed call."""
         if not isinstance(prompt, str):
-            return _error(f"prompt must be a str, got {type(prompt).__name__}"), False
+            return _error(f"prompt must be a str, got {type(prompt).__name__}"), "failed"
         if system is not None and not isinstance(system, str):
-            return _error(f"system must be a str or None, got {type(system).__name__}"), False
+            return _error(f"system must be a str or None, got {type(system).__name__}"), "failed"
         request = ChatRequest(
             messages=(Message("user", prompt),),
             system=self.system_default if system is None else system,
             max_tokens=self.max_tokens,
             temperature=self.temperature,
         )
-        self.calls += 1
         try:
             completion = await self.model.complete(request)
         except BudgetExceeded as exc:
             self.last_budget_error = exc
-            return _error(f"budget exhausted ({exc.kind}): {exc}"), False
+            return _error(f"budget exhausted ({exc.kind}): {exc}"), "refused"
         except DeeprepoError as exc:
-            return _error(str(exc)), False
+            return _error(str(exc)), "failed"
         except Exception as exc:  # a bug in a built-in worker must not sink the batch
             log.exception("sub-call failed unexpectedly")
-            return _error(f"{type(exc).__name__}: {exc}"), False
-        return completion.text, True
+            return _error(f"{type(exc).__name__}: {exc}"), "failed"
+        if self.on_answer is not None:
+            self.on_answer(prompt)
+        return completion.text, "answered"
 
-    def _settle(self, prompts: list[object], results: list[tuple[str, bool]]) -> list[str]:
+    def _settle(self, prompts: list[object], results: list[tuple[str, _Outcome]]) -> list[str]:
         out: list[str] = []
-        for prompt, (text, answered) in zip(prompts, results, strict=True):
-            if answered and isinstance(prompt, str):
+        for prompt, (text, outcome) in zip(prompts, results, strict=True):
+            if outcome == "answered" and isinstance(prompt, str):
                 self.sent_prompts.append(prompt)
+                self.calls += 1
+            elif outcome == "refused":
+                self.refused += 1
             else:
-                self.errors += 1
+                self.failed += 1
+                if self.first_error is None:
+                    self.first_error = text.removeprefix(ERROR_PREFIX)
             out.append(text)
         return out
 
@@ -111,10 +130,11 @@ class SubDispatcher:
                 except BudgetExceeded as exc:
                     self.last_budget_error = exc
                     refused = _error(f"budget exhausted ({exc.kind}): {exc}")
-                    self.calls += sum(isinstance(p, str) for p in rest)
                     for p in rest:
                         results.append(
-                            (refused, False) if isinstance(p, str) else await self._one(p, system)
+                            (refused, "refused")
+                            if isinstance(p, str)
+                            else await self._one(p, system)
                         )
                     rest = []
             # Else a call was refused on cost or time before it took a slot: go the normal way.

@@ -5,7 +5,10 @@ Every call goes: concurrency slot → budget check → cache lookup (first attem
 only) → the model, under a per-call timeout → ledger. Retryable failures
 (429, 5xx, timeouts, connection resets, malformed or empty replies) back off
 exponentially with jitter, or wait what the server's ``retry-after`` asked (capped),
-and release their slot while they wait.
+and release their slot while they wait. A server that cannot be reached at all
+(:class:`ProviderUnreachable`: connection refused, DNS, TLS) is not transient: one
+quick retry, then the call fails, and for :data:`UNREACHABLE_HOLD_S` every other call
+of this model fails at once with the same error instead of trying again.
 
 The ledger gets each *billed* reply exactly once: a good reply, or one that
 arrived and was then rejected (the adapter hands it over as ``ProviderError.billed``).
@@ -24,14 +27,19 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from deeprepo.errors import BudgetExceeded, ProviderError
+from deeprepo.errors import BudgetExceeded, ProviderError, ProviderUnreachable
 from deeprepo.providers.base import ChatModel, ChatRequest, Completion, Usage
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.prices import PriceTable
 
-__all__ = ["MeteredModel"]
+__all__ = ["UNREACHABLE_HOLD_S", "UNREACHABLE_RETRY_S", "MeteredModel"]
+
+#: The one retry of an unreachable server waits this long (times the backoff base).
+UNREACHABLE_RETRY_S = 0.5
+#: After a call found the server unreachable, other calls fail at once for this long.
+UNREACHABLE_HOLD_S = 10.0
 
 
 class MeteredModel:
@@ -79,6 +87,8 @@ class MeteredModel:
         self.peak_in_flight = 0
         self.attempts = 0
         self.retries = 0
+        self._down: ProviderUnreachable | None = None
+        self._down_until = 0.0
 
     @property
     def name(self) -> str:
@@ -111,11 +121,19 @@ class MeteredModel:
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Call the model with retries; raises :class:`ProviderError` or :class:`BudgetExceeded`."""
+        if self._down is not None and time.monotonic() < self._down_until:
+            self.ledger.record_failure(self.role, self.name)
+            raise ProviderUnreachable(str(self._down), url=self._down.url)
         attempt = 0
         while True:
             err = await self._attempt(request, attempt)
             if isinstance(err, Completion):
+                self._down = None
                 return err
+            if isinstance(err, ProviderUnreachable) and attempt >= 1:
+                self._down, self._down_until = err, time.monotonic() + UNREACHABLE_HOLD_S
+                self.ledger.record_failure(self.role, self.name)
+                raise err
             if not err.retryable or attempt >= self.max_retries:
                 if err.billed is None:
                     self.ledger.record_failure(self.role, self.name)
@@ -127,7 +145,10 @@ class MeteredModel:
                     status=err.status,
                     retry_after=err.retry_after,
                 ) from err
-            delay = self.backoff_s(attempt, err)
+            if isinstance(err, ProviderUnreachable):
+                delay = UNREACHABLE_RETRY_S * self.backoff_base_s
+            else:
+                delay = self.backoff_s(attempt, err)
             left = self.budget.remaining_s() if self.budget is not None else None
             if left is not None:
                 delay = max(0.0, min(delay, left))

@@ -13,12 +13,13 @@ import email.utils
 import functools
 import logging
 import re
+import socket
 import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from deeprepo.errors import ConfigError, ProviderError
+from deeprepo.errors import ConfigError, ProviderError, ProviderUnreachable
 from deeprepo.providers.base import ChatRequest, Completion, Usage
 from deeprepo.providers.spec import ModelSpec
 
@@ -80,6 +81,36 @@ def _error_detail(exc: Exception) -> str:
     return re.sub(r"^Error code: \d+ - ", "", text)
 
 
+def unreachable_reason(exc: BaseException) -> str | None:
+    """ "connection refused", "DNS lookup failed" or "TLS handshake failed" when the
+    exception (or one it was raised from) says the server cannot be reached at all."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names = {c.__name__ for c in type(current).__mro__}
+        if isinstance(current, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(current, socket.gaierror) or "ClientConnectorDNSError" in names:
+            return "DNS lookup failed"
+        if isinstance(current, ssl.SSLError) or names & {
+            "ClientConnectorCertificateError",
+            "ClientConnectorSSLError",
+            "ClientSSLError",
+        }:
+            return "TLS handshake failed"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen: set[int] = set()
+    while id(exc) not in seen and (exc.__cause__ or exc.__context__) is not None:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return exc
+
+
 def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
     """Turn an OpenAI/Anthropic SDK exception (both are Stainless SDKs, so the same
     shape) into a :class:`ProviderError` with ``retryable``, ``status``, ``retry_after``."""
@@ -108,6 +139,16 @@ def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
         )
     cause = exc.__cause__ or exc.__context__
     why = f" ({type(cause).__name__}: {cause})" if cause else ""
+    reason = unreachable_reason(exc)
+    if reason is not None:
+        request = getattr(exc, "request", None)
+        url = str(getattr(request, "url", "") or spec.base_url or "") or None
+        root = _root_cause(exc)
+        return ProviderUnreachable(
+            f"{spec.name}: {reason} at {url or 'the provider'} ({root}); "
+            "is the server running, and is the base URL right?",
+            url=url,
+        )
     if "APITimeoutError" in mro:
         # Some transports report a dropped connection as a timeout; the cause tells.
         return ProviderError(f"{spec.name}: request timed out{why}", retryable=True)

@@ -72,6 +72,8 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
             raise ConfigError(
                 f"model spec {text!r}: use plain {provider!r}, it takes no model name"
             )
+        if base_url:
+            raise ConfigError(f"{provider!r} is a built-in model; it takes no base URL")
         return ModelSpec(provider, "", None)
     if provider not in REMOTE_PROVIDERS and provider != "scripted":
         raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
@@ -100,7 +102,11 @@ def normalize_base_url(provider: str, url: str) -> str:
     is dropped.
     """
     parts = urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
         raise ConfigError(f"base URL {url!r} must look like http://host:port/v1")
     path = parts.path.rstrip("/")
     if provider == "anthropic":

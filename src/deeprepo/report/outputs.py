@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deeprepo import __version__
 from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.codebase.model import Codebase
-from deeprepo.findings.model import SEVERITIES, sort_by_severity
+from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
+from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
 from deeprepo.orchestrator.records import RunResult
+from deeprepo.report.text import md_block, md_code, md_text
 
-METRICS_SCHEMA_VERSION = 1
+METRICS_SCHEMA_VERSION = 2
+#: How many unaudited or skipped paths report.md names before pointing at metrics.json.
+LIST_LIMIT = 20
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -33,9 +39,37 @@ def sub_cost_share(result: RunResult) -> float | None:
     return sub / total if total > 0 else None
 
 
+def coverage_line(result: RunResult) -> str:
+    """The one coverage figure, as the console, report.md and notes say it."""
+    line = f"audited {len(result.files_covered)} of {result.coverable_files} files"
+    return line + (f": {result.incomplete_reason}" if not result.complete else "")
+
+
+def split_by_scope(findings: list[Finding]) -> tuple[list[Finding], dict[str, list[Finding]]]:
+    """(headline findings, the rest by scope in SCOPES order), each most severe first."""
+    ordered = sort_by_severity(findings)
+    headline = [f for f in ordered if f.scope in HEADLINE_SCOPES]
+    rest: dict[str, list[Finding]] = {}
+    for scope in (*SCOPES, *sorted({f.scope for f in ordered} - set(SCOPES))):
+        if scope in HEADLINE_SCOPES:
+            continue
+        group = [f for f in ordered if f.scope == scope]
+        if group:
+            rest[scope] = group
+    return headline, rest
+
+
+def _counts(findings: list[Finding]) -> dict[str, int]:
+    return {s: n for s in SEVERITIES if (n := sum(f.severity == s for f in findings))}
+
+
 def metrics(
     result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
 ) -> dict[str, Any]:
+    headline, _ = split_by_scope(result.findings)
+    by_scope: dict[str, int] = {}
+    for f in result.findings:
+        by_scope[f.scope] = by_scope.get(f.scope, 0) + 1
     return {
         "schema_version": METRICS_SCHEMA_VERSION,
         "deeprepo_version": __version__,
@@ -47,12 +81,25 @@ def metrics(
         "turns": result.num_turns,
         "stop_reason": result.stop_reason,
         "stop_detail": result.stop_detail,
-        "incomplete": result.incomplete,
+        "complete": result.complete,
+        "incomplete": not result.complete,
+        "incomplete_reason": result.incomplete_reason,
+        "salvaged": result.incomplete,
         "sub_calls": result.sub_calls,
+        "sub_calls_refused": result.sub_calls_refused,
+        "sub_calls_failed": result.sub_calls_failed,
+        "audit_scopes": result.audit_scopes,
         "files_covered": len(result.files_covered),
         "coverable_files": result.coverable_files,
         "covered_paths": result.files_covered,
+        "files_unaudited": len(result.unaudited),
+        "unaudited_paths": result.unaudited,
         "findings": len(result.findings),
+        "findings_headline": len(headline),
+        "findings_by_severity": _counts(headline),
+        "findings_by_scope": {
+            s: by_scope[s] for s in (*SCOPES, *sorted(set(by_scope) - set(SCOPES))) if s in by_scope
+        },
         "wall_seconds": round(result.wall_seconds, 3),
         "total_cost_usd": result.total_cost_usd,
         "sub_cost_share": sub_cost_share(result),
@@ -64,6 +111,7 @@ def metrics(
             "files": codebase.metadata.files,
             "lines": codebase.metadata.lines,
             "chars": codebase.metadata.chars,
+            "scopes": dict(codebase.metadata.scopes),
             "skipped": len(codebase.metadata.skipped),
             "skipped_files": [
                 {"path": s.path, "reason": s.reason} for s in codebase.metadata.skipped
@@ -77,66 +125,161 @@ def _money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
 
+@dataclass(frozen=True)
+class ReportContext:
+    """What every section of report.md is built from."""
+
+    result: RunResult
+    codebase: Codebase
+    offline: bool
+    mode: str
+
+
+#: A report section: the context in, markdown lines out (empty: the section is left out).
+Section = Callable[[ReportContext], list[str]]
+
+
 def render_report(
     result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
 ) -> str:
-    out: list[str] = [f"# deeprepo report: {codebase.metadata.root}", ""]
-    if offline:
+    ctx = ReportContext(result, codebase, offline, mode)
+    out: list[str] = []
+    for section in REPORT_SECTIONS:
+        out += section(ctx)
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _header(ctx: ReportContext) -> list[str]:
+    result = ctx.result
+    out = [f"# deeprepo report: {md_text(ctx.codebase.metadata.root)}", ""]
+    if not result.complete:
+        out += [f"> **Incomplete**: {md_text(coverage_line(result))}.", ">"]
+        if result.incomplete:
+            out.append(
+                f"> The root never set its answer (stop: {md_text(result.stop_reason)}); "
+                "the synthesis below was salvaged from the findings it had recorded."
+            )
+        if result.unaudited:
+            shown = ", ".join(md_code(p) for p in result.unaudited[:LIST_LIMIT])
+            more = len(result.unaudited) - LIST_LIMIT
+            out.append(
+                f"> Not audited ({len(result.unaudited)}): {shown}"
+                + (f", … and {more} more (`unaudited_paths` in metrics.json)" if more > 0 else "")
+            )
+        out.append("")
+    if ctx.offline:
         out += [
             "> Offline engine: a scripted root policy and built-in analyzers, no LLM was called. "
             "Set ANTHROPIC_API_KEY / OPENROUTER_API_KEY / OPENAI_API_KEY (or pass --root/--sub) for a model-driven run.",
             "",
         ]
-    if result.incomplete:
-        out += [
-            f"> **Incomplete**: the run stopped ({result.stop_reason}: {result.stop_detail}) before the "
-            "root model set its answer; what follows was salvaged.",
-            "",
-        ]
-    findings = sort_by_severity(result.findings)
-    out += ["## Findings", ""]
-    if not findings:
-        out.append("No findings were recorded.")
+    return out
+
+
+def _finding_lines(f: Finding) -> list[str]:
+    loc = f"{f.file}:{f.start_line}" + (f"-{f.end_line}" if f.end_line != f.start_line else "")
+    cwe = f" ({md_text(f.cwe)})" if f.cwe else ""
+    out = [f"- {md_code(loc)} **{md_text(f.title or f.kind)}**{cwe} \\[{md_text(f.kind)}\\]"]
+    if f.detail:
+        out.append(f"  - {md_text(f.detail)}")
+    if f.fix:
+        out.append(f"  - Fix: {md_text(f.fix)}")
+    return out
+
+
+def _findings_section(ctx: ReportContext) -> list[str]:
+    headline, rest = split_by_scope(ctx.result.findings)
+    counts = _counts(headline)
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+    out = [
+        "## Findings",
+        "",
+        f"In the code the project ships (scopes {', '.join(sorted(HEADLINE_SCOPES))}): "
+        f"{len(headline)} findings ({summary})."
+        + (
+            f" {sum(map(len, rest.values()))} more in other scopes are listed apart below."
+            if rest
+            else ""
+        ),
+        "",
+    ]
+    if not headline:
+        out += ["No findings in these scopes.", ""]
     for sev in SEVERITIES:
-        group = [f for f in findings if f.severity == sev]
+        group = [f for f in headline if f.severity == sev]
         if not group:
             continue
         out += [f"### {sev.capitalize()} ({len(group)})", ""]
         for f in group:
-            loc = f"{f.file}:{f.start_line}" + (
-                f"-{f.end_line}" if f.end_line != f.start_line else ""
-            )
-            cwe = f" ({f.cwe})" if f.cwe else ""
-            out.append(f"- `{loc}` **{f.title}**{cwe} [{f.kind}]")
-            if f.detail:
-                out.append(f"  - {f.detail}")
-            if f.fix:
-                out.append(f"  - Fix: {f.fix}")
+            out += _finding_lines(f)
         out.append("")
-    out += ["## Synthesis from the root model", "", result.answer.strip() or "(empty)", ""]
-    out += _architecture_section(codebase)
-    out += _summary_section(result, codebase, mode)
-    return "\n".join(out).rstrip() + "\n"
+    return out
 
 
-def _architecture_section(codebase: Codebase) -> list[str]:
+def _other_scopes_section(ctx: ReportContext) -> list[str]:
+    _, rest = split_by_scope(ctx.result.findings)
+    if not rest:
+        return []
+    out = [
+        "## Findings in other scopes",
+        "",
+        "Tests, examples, docs, generated and vendored code: kept apart, never in the counts above.",
+        "",
+        "| scope | findings | " + " | ".join(SEVERITIES) + " |",
+        "|---|---:|" + "---:|" * len(SEVERITIES),
+    ]
+    for scope, group in rest.items():
+        c = _counts(group)
+        out.append(
+            f"| {md_text(scope)} | {len(group)} | "
+            + " | ".join(str(c.get(s, 0)) for s in SEVERITIES)
+            + " |"
+        )
+    out.append("")
+    for scope, group in rest.items():
+        out += [f"### {md_text(scope)} ({len(group)})", ""]
+        for f in group:
+            out += _finding_lines(f)
+        out.append("")
+    return out
+
+
+def _synthesis_section(ctx: ReportContext) -> list[str]:
+    return [
+        "## Synthesis from the root model",
+        "",
+        md_block(ctx.result.answer.strip(), shift_headings=2) or "(empty)",
+        "",
+    ]
+
+
+def _architecture_section(ctx: ReportContext) -> list[str]:
     """Components and their import edges (a list and a Mermaid diagram), cycles, fan-in,
     entry points no test reaches, external dependencies: computed from imports, not by a model."""
-    return architecture_markdown(architecture_of(codebase))
+    return architecture_markdown(architecture_of(ctx.codebase))
 
 
-def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[str]:
+def _summary_section(ctx: ReportContext) -> list[str]:
+    result, codebase, mode = ctx.result, ctx.codebase, ctx.mode
     share = sub_cost_share(result)
+    refused = (
+        f"; {result.sub_calls_refused} refused by a budget" if result.sub_calls_refused else ""
+    )
+    failed = f"; {result.sub_calls_failed} failed" if result.sub_calls_failed else ""
+    scopes = ", ".join(f"{k} {v}" for k, v in codebase.metadata.scopes.items())
     out = [
         "## Run summary",
         "",
-        f"- Mode: {mode}; root model: `{result.root_model}`; sub model: `{result.sub_model}`; sandbox: {result.sandbox_mode}",
-        f"- Turns: {result.num_turns}; stop reason: {result.stop_reason}"
-        + (f" ({result.stop_detail})" if result.stop_detail else ""),
-        f"- Sub-LLM calls: {result.sub_calls}; files whose content reached a sub-LLM: "
-        f"{len(result.files_covered)} of {result.coverable_files}",
-        f"- Codebase: {codebase.metadata.files} files, {codebase.metadata.lines:,} lines; "
-        f"{len(codebase.metadata.skipped)} skipped",
+        f"- Mode: {mode}; root model: {md_code(result.root_model)}; sub model: "
+        f"{md_code(result.sub_model)}; sandbox: {md_text(result.sandbox_mode)}",
+        f"- Turns: {result.num_turns}; stop reason: {md_text(result.stop_reason)}"
+        + (f" ({md_text(result.stop_detail)})" if result.stop_detail else ""),
+        f"- Coverage: {md_text(coverage_line(result))} (scopes audited: "
+        f"{', '.join(result.audit_scopes) or 'n/a'})",
+        f"- Worker (sub-LLM) calls answered: {result.sub_calls}{refused}{failed}",
+        f"- Codebase: {codebase.metadata.files} files, {codebase.metadata.lines:,} lines"
+        + (f" ({scopes})" if scopes else "")
+        + f"; {len(codebase.metadata.skipped)} skipped",
         f"- Wall time: {result.wall_seconds:.1f}s; total cost: {_money(result.total_cost_usd)}"
         + (f"; sub-LLM share of cost: {share:.1%}" if share is not None else ""),
         "",
@@ -146,22 +289,34 @@ def _summary_section(result: RunResult, codebase: Codebase, mode: str) -> list[s
     ]
     for u in result.usage:
         out.append(
-            f"| {u['role']} | {u['model']} | {u['calls']} | {u['input_tokens']:,} | {u['output_tokens']:,} | "
+            f"| {u['role']} | {md_text(u['model'])} | {u['calls']} | {u['input_tokens']:,} | {u['output_tokens']:,} | "
             f"{u['cache_read_tokens']:,} | {u['cache_write_tokens']:,} | {_money(u['cost_usd'])} |"
         )
     return [*out, ""]
 
 
-def _notes(result: RunResult, codebase: Codebase, limit: int = 20) -> list[str]:
+def _notes(result: RunResult, codebase: Codebase, limit: int = LIST_LIMIT) -> list[str]:
     """What the reader should know was not analysed, and why."""
-    lines = [f"- {n}" for n in result.notes]
-    lines += [f"- {n}" for n in codebase.metadata.notes]
+    lines = [f"- {md_text(n)}" for n in result.notes]
+    lines += [f"- {md_text(n)}" for n in codebase.metadata.notes]
     skipped = codebase.metadata.skipped
     for s in skipped[:limit]:
-        lines.append(f"- skipped `{s.path}`: {s.reason}")
+        lines.append(f"- skipped {md_code(s.path)}: {md_text(s.reason)}")
     if len(skipped) > limit:
         lines.append(f"- … and {len(skipped) - limit} more skipped (see metrics.json)")
     return ["Notes:", "", *lines, ""] if lines else []
+
+
+#: The sections of report.md, in order. A new section (architecture, say) is one builder
+#: added here; each builder is independent of the others.
+REPORT_SECTIONS: tuple[Section, ...] = (
+    _header,
+    _findings_section,
+    _other_scopes_section,
+    _synthesis_section,
+    _architecture_section,
+    _summary_section,
+)
 
 
 def write_outputs(

@@ -1,0 +1,149 @@
+"""What a run must audit, and whether it did (one truth about coverage).
+
+A run's *audit set* is every non-empty file whose scope (:mod:`deeprepo.codebase.scope`)
+is among the audited scopes: by default every scope but ``docs``; ``--include-scope`` and
+``--exclude-scope`` change it. A file is *audited* when at least
+:data:`AUDIT_MIN_FRACTION` of its non-trivial lines reached a worker through a prompt the
+worker *answered* (a prompt refused by a budget or one whose call failed does not count).
+The run is complete only when the root set its answer and every file of the audit set was
+audited; otherwise :func:`shortfall` says why, with the option that would change it.
+
+This is the one coverage figure the console, ``report.md`` and ``metrics.json`` show
+(the reward computes its own shares from the same prompts, see ``env/reward.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from deeprepo.codebase.scope import SCOPES
+from deeprepo.errors import UsageError
+from deeprepo.findings.coverage import CoverageIndex
+
+__all__ = [
+    "AUDIT_MIN_FRACTION",
+    "DEFAULT_AUDIT_SCOPES",
+    "DispatchStats",
+    "audit_set",
+    "audited_files",
+    "parse_scopes",
+    "shortfall",
+]
+
+#: Share of a file's non-trivial lines that must reach a worker for the file to count as
+#: audited. Half a file is not an audit: a whole file sent (in one prompt or in slices)
+#: scores 1.0; the slack absorbs lines a prompt builder may drop (a closing tag).
+AUDIT_MIN_FRACTION = 0.9
+#: Scopes audited unless the user says otherwise: prose is not code.
+DEFAULT_AUDIT_SCOPES: frozenset[str] = frozenset(s for s in SCOPES if s != "docs")
+
+
+def parse_scopes(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> frozenset[str]:
+    """The audited scopes from ``--include-scope`` / ``--exclude-scope`` values.
+
+    Each value may hold several scopes separated by commas; ``all`` means every scope.
+    ``include`` replaces the default set; ``exclude`` removes from it.
+    """
+
+    def split(values: Iterable[str], flag: str) -> set[str]:
+        out: set[str] = set()
+        for value in values:
+            for part in str(value).split(","):
+                name = part.strip().lower()
+                if not name:
+                    continue
+                if name == "all":
+                    out.update(SCOPES)
+                elif name in SCOPES:
+                    out.add(name)
+                else:
+                    raise UsageError(
+                        f"{flag}: unknown scope {part.strip()!r}; choose from "
+                        f"{', '.join(SCOPES)} or all"
+                    )
+        return out
+
+    included = split(include, "--include-scope")
+    chosen = set(included) if included else set(DEFAULT_AUDIT_SCOPES)
+    chosen -= split(exclude, "--exclude-scope")
+    if not chosen:
+        raise UsageError("--include-scope/--exclude-scope leave no scope to audit")
+    return frozenset(chosen)
+
+
+def audit_set(
+    files: Mapping[str, str], scopes: Mapping[str, str], audited_scopes: Iterable[str]
+) -> list[str]:
+    """Sorted paths the run must audit: non-empty files whose scope is audited."""
+    wanted = frozenset(audited_scopes)
+    return sorted(
+        path
+        for path, text in files.items()
+        if text.strip() and scopes.get(path, "source") in wanted
+    )
+
+
+def audited_files(
+    files: Mapping[str, str], answered_prompts: Iterable[str], among: Iterable[str]
+) -> list[str]:
+    """The paths of ``among`` whose content reached a worker through answered prompts."""
+    targets = set(among)
+    subset = {p: files[p] for p in targets if p in files}
+    covered = CoverageIndex(subset).covered(answered_prompts, AUDIT_MIN_FRACTION)
+    return sorted(covered & targets)
+
+
+@dataclass(frozen=True)
+class DispatchStats:
+    """What became of the prompts the root sent to workers."""
+
+    answered: int = 0
+    refused: int = 0  # refused by a budget before any call was made
+    failed: int = 0  # calls that failed for good (provider errors, bad prompts)
+    budget_kind: str | None = None  # "sub_calls", "cost" or "timeout": what refused them
+    first_error: str | None = None
+
+
+_BUDGET_OPTION = {
+    "sub_calls": "raise --max-sub-calls",
+    "cost": "raise --max-cost",
+    "timeout": "raise --timeout",
+}
+
+
+def shortfall(
+    *,
+    unaudited: int,
+    answered: bool,
+    stop_reason: str,
+    stop_detail: str,
+    stats: DispatchStats,
+) -> str:
+    """Why the run is incomplete, with the option to change; ``""`` when it is complete."""
+    if stop_reason == "interrupted":
+        return "interrupted (Ctrl-C); continue with --resume"
+    reasons: list[str] = []
+    if stats.refused:
+        option = _BUDGET_OPTION.get(stats.budget_kind or "", "raise the budget")
+        kind = (stats.budget_kind or "budget").replace("_", "-")
+        reasons.append(f"{stats.refused} worker prompts refused by the {kind} budget ({option})")
+    if stats.failed:
+        first = f"; first: {stats.first_error}" if stats.first_error else ""
+        reasons.append(f"{stats.failed} worker calls failed{first}")
+    if stop_reason in ("budget", "timeout", "error", "max_turns") and stop_detail:
+        hint = {
+            "max_turns": " (raise --max-turns)",
+            "timeout": "" if "--timeout" in stop_detail else " (raise --timeout)",
+        }.get(stop_reason, "")
+        reasons.append(f"stopped on {stop_reason}: {stop_detail}{hint}")
+    if unaudited and not reasons:
+        reasons.append(
+            "the root did not send them to a worker (try --prompt exhaustive, or "
+            "--exclude-scope for scopes you do not need)"
+        )
+    if not answered and not reasons:
+        reasons.append(f"the root never set its answer ({stop_reason})")
+    if not unaudited and answered:
+        return ""
+    return "; ".join(reasons)

@@ -1,0 +1,178 @@
+"""Every option of every command, given a bad value, is refused up front: one line on
+stderr, exit code 2, no traceback. The commands and their options are read from the
+typer app itself, so a new option is swept without touching this file.
+
+The runs are in-process and the async work is stubbed out (``asyncio.run`` raises
+:class:`Ran`): a value that reaches it was *accepted*, which is only right for the few
+values in :data:`ACCEPTED`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from clihelp import EXAMPLE, EXAMPLE_TRUTH
+from typer.core import TyperArgument, TyperOption
+
+from deeprepo.cli.app import app, main
+
+BAD_VALUES = ("-5", "0", "abc", "nan", "{missing}", "{file}", "{dir}")
+
+#: (command, option, value) that are valid requests: the sweep lets them through.
+ACCEPTED = {
+    *((cmd, "--seed", "0") for cmd in ("eval", "compare", "tasks generate")),
+    ("compare", "--seed", "-5"),
+    ("score", "--tolerance", "0"),
+    # Folders a run creates: "-5", "0", "abc" are folder names like any other.
+    *(
+        (cmd, opt, v)
+        for cmd, opt in (
+            ("analyze", "--out"),
+            ("baseline", "--out"),
+            ("eval", "--out"),
+            ("analyze", "--cache-dir"),
+            ("baseline", "--cache-dir"),
+            ("tasks generate", "OUT_DIR"),
+        )
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
+    ),
+    # An empty folder is a repository path; the loader refuses it (tests/test_cli_offline.py).
+    ("analyze", "PATH", "{dir}"),
+    ("baseline", "PATH", "{dir}"),
+    # Free-form text checked where it is used (a revision exists or not in the repository).
+    *(("analyze", "--rev", v) for v in BAD_VALUES),
+    *(("baseline", "--rev", v) for v in BAD_VALUES),
+    ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
+}
+
+
+class Ran(Exception):
+    """The command got past validation and started its real work."""
+
+
+def _commands(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, cmd in group.commands.items():
+        full = f"{prefix}{name}"
+        if hasattr(cmd, "commands"):
+            yield from _commands(cmd, full + " ")
+        else:
+            yield full, cmd
+
+
+@pytest.fixture
+def fixtures(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a-dir").mkdir()
+    a_file = tmp_path / "a-file.txt"
+    a_file.write_text("not a directory\n")
+    findings = tmp_path / "findings.json"
+    findings.write_text("[]\n")
+    results = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps({"example_id": "t1", "rollout": 0, "reward": 0.5}) + "\n")
+        results.append(path)
+    return {
+        "file": a_file,
+        "dir": tmp_path / "a-dir",
+        "missing": tmp_path / "no" / "such" / "thing",
+        "findings": findings,
+        "res_a": results[0],
+        "res_b": results[1],
+        "out": tmp_path / "out",
+    }
+
+
+def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
+    """A valid invocation of ``command``: (positional arguments, options)."""
+    return {
+        "analyze": ([str(EXAMPLE)], ["--out", str(fx["out"])]),
+        "baseline": ([str(EXAMPLE)], ["--model", "openai/x", "--out", str(fx["out"])]),
+        "score": ([str(fx["findings"]), str(EXAMPLE_TRUTH)], []),
+        "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
+        "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
+        "tasks generate": ([str(fx["out"])], []),
+    }[command]
+
+
+def _invoke(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[str, int, str]:
+    try:
+        main(argv)
+    except Ran:
+        return "ran", 0, capsys.readouterr().err
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+        return "exit", code, capsys.readouterr().err
+    return "exit", 0, capsys.readouterr().err
+
+
+def _stub_run(coro: Any, *args: Any, **kwargs: Any) -> Any:
+    coro.close()
+    raise Ran
+
+
+def _cases() -> Iterator[tuple[str, str, int]]:
+    """(command, option or argument name, argument position or -1) for every parameter
+    that takes a value."""
+    root = typer.main.get_command(app)
+    for command, cmd in _commands(root):
+        arguments = [p for p in cmd.params if isinstance(p, TyperArgument)]
+        for param in cmd.params:
+            if isinstance(param, TyperOption):
+                if param.is_flag or param.hidden or param.name in ("help",):
+                    continue
+                flag = max((o for o in param.opts if o.startswith("--")), key=len)
+                yield command, flag, -1
+            elif isinstance(param, TyperArgument):
+                yield command, (param.name or "ARG").upper(), arguments.index(param)
+
+
+CASES = list(_cases())
+
+
+def test_the_sweep_sees_every_command() -> None:
+    commands = {c for c, _, _ in CASES}
+    assert commands >= {"analyze", "baseline", "score", "compare", "eval", "tasks generate"}
+    assert len(CASES) > 50
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "position"), CASES, ids=[f"{c}:{n}" for c, n, _ in CASES]
+)
+def test_bad_values_are_one_line_and_exit_2(
+    command: str,
+    name: str,
+    position: int,
+    fixtures: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(asyncio, "run", _stub_run)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.chdir(fixtures["out"].parent)
+    for raw in BAD_VALUES:
+        value = raw.format(missing=fixtures["missing"], file=fixtures["file"], dir=fixtures["dir"])
+        positional, options = _base(command, fixtures)
+        if position >= 0:
+            positional = [*positional[:position], value, *positional[position + 1 :]]
+            # After "--" even "-5" is a value, not an option.
+            argv = [*command.split(), *options, "--", *positional]
+        else:
+            if name in options:  # drop the value the base invocation gives
+                i = options.index(name)
+                options = options[:i] + options[i + 2 :]
+            argv = [*command.split(), *positional, *options, f"{name}={value}"]
+        outcome, code, err = _invoke(argv, capsys)
+        where = f"{command} {name}={value!r}"
+        assert "Traceback" not in err, where + "\n" + err
+        if outcome == "ran" or code == 0:
+            assert (command, name, raw) in ACCEPTED, f"{where} was accepted"
+            continue
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert code == 2, f"{where}: exit {code}\n{err}"
+        assert len(lines) == 1 and lines[0].startswith("error: "), f"{where}:\n{err}"
