@@ -231,7 +231,8 @@ def test_rev_on_a_repository_that_configures_commands_never_runs_them(
     out = tmp_path / "run2"
     proc = run_cli(*loopback_analyze_args(loopback, out, "--rev", "HEAD",
                                           repo=tmp_path / "whole"), env=env)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    # Exit 3: the root answered without sending any file to a worker (an incomplete audit).
+    assert proc.returncode == 3, proc.stderr
     m: dict[str, Any] = json.loads((out / "metrics.json").read_text())
     assert m["stop_reason"] == "answer_ready" and m["codebase"]["files"] == 3
     assert "Read 3" in (out / "report.md").read_text()
