@@ -56,7 +56,7 @@ SCAFFOLD = (
     "metadata",
 )
 MAX_NAME_CHARS = 80  # a variable name in a result (a cell can make names of megabytes)
-MAX_FINDINGS_PER_CELL = 10_000
+MAX_FINDINGS_PER_CELL = 2000  # the parent keeps 1,000 a cell; a message stays under MAX_CONTAINERS
 _WATCHED_MODULES = (
     "builtins",
     "json",
@@ -108,6 +108,7 @@ _audit_prompt: Any = None
 proxy_get = types.MappingProxyType.get
 _TextIOBase = io.TextIOBase  # the scaffold gets _io._TextIOBase, a C type a cell cannot patch
 ERROR_PREFIX = "[llm error]"
+BRACKETS: tuple[str, ...] = ()
 LLM_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_REQUEST_ITEMS = 10_000
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -139,7 +140,7 @@ def _rpc(prompts: list[bytes], system: str | None) -> tuple[list[str], int, str]
         call_id = next(_ids)
         head = b'{"type":"llm","id":%d,"system":%s,"prompts":[' % (
             call_id,
-            b"null" if system is None else _encode_str(system).encode("ascii"),
+            b"null" if system is None else _encode_str(system).translate(BRACKETS).encode("ascii"),
         )
         _writer.write(head + b",".join(prompts) + b"]}\n")
         _writer.flush()
@@ -189,7 +190,7 @@ def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
     limit = MAX_LINE_BYTES - 4096 - (0 if system is None else 6 * len(system))
     for i, r in enumerate(results):
         if r is None:
-            text = _encode_str(str.__str__(items[i])).encode("ascii")
+            text = _encode_str(str.__str__(items[i])).translate(BRACKETS).encode("ascii")
             if len(text) > limit:
                 results[i] = oversized_error(i, len(text), limit)
             else:
@@ -576,8 +577,14 @@ class _Kernel:
         self.writer = io.open(wfd, "wb")  # noqa: SIM115, UP020
         self.scan = _json.make_scanner(json.decoder.JSONDecoder())  # type: ignore[arg-type]
         self.encode_str = _json.encode_basestring_ascii
+        brackets = protocol.BRACKETS
+        encode_str = self.encode_str
+
+        def encode_escaped(text: str) -> str:
+            return encode_str(text).translate(brackets)  # type: ignore[no-any-return]
+
         self.encoder = _json.make_encoder(
-            None, _unencodable, self.encode_str, None, ":", ",", False, False, True
+            None, _unencodable, encode_escaped, None, ":", ",", False, False, True
         )
         self.submit = submit  # hands (function, args) to the main thread, which runs cells
         self.new_lock = _thread.allocate_lock
@@ -642,7 +649,13 @@ class _Kernel:
         files = protocol.decode_files(msg)
         # The scaffold looks builtins up in the builtins module, which is restored after each cell.
         g: dict[str, Any] = {"__builtins__": builtins.__dict__, "__name__": "deeprepo_scaffold"}
-        for name in ("ERROR_PREFIX", "LLM_CHUNK_BYTES", "MAX_REQUEST_ITEMS", "MAX_LINE_BYTES"):
+        for name in (
+            "ERROR_PREFIX",
+            "LLM_CHUNK_BYTES",
+            "MAX_REQUEST_ITEMS",
+            "MAX_LINE_BYTES",
+            "BRACKETS",
+        ):
             g[name] = getattr(protocol, name)
         for name in _FROM_PROTOCOL:
             g[name] = _rebind(getattr(protocol, name), g)

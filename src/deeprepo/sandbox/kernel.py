@@ -416,7 +416,7 @@ class Kernel:
         left = self._capacity() if self._capacity is not None else None
         allowed = protocol.MAX_REQUEST_ITEMS
         if left is not None:
-            allowed = min(allowed, max(0, left) + protocol.REQUEST_MARGIN)
+            allowed = min(allowed, left + protocol.REQUEST_MARGIN) if left > 0 else 0
         served = items[:allowed]
         refused = len(items) - len(served)
         system = msg.get("system")

@@ -47,6 +47,15 @@ MAX_LINE_BYTES = 8 * 1024 * 1024
 LLM_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_REQUEST_ITEMS = 10_000
 REQUEST_MARGIN = 16  # prompts served past the budget left, so the budget's own error shows
+# The child writes brackets inside strings as \u escapes, so a real message has few
+# structural ones; a line with more is refused unread (a line of "[]," decodes to 25x its size).
+MAX_CONTAINERS = 4096
+# ``str.translate`` table (a tuple: nothing can change it) escaping brackets after
+# ``json.encoder.encode_basestring_ascii``.
+BRACKETS = tuple(
+    {"[": "\\u005b", "]": "\\u005d", "{": "\\u007b", "}": "\\u007d"}.get(chr(i), chr(i))
+    for i in range(128)
+)
 CELL_END_MARK = b"\x00deeprepo-cell-end:%d\x00"
 ERROR_PREFIX = "[llm error]"
 MAX_USER_VARS = 500  # names reported per cell (a cell could create millions)
@@ -60,10 +69,11 @@ def encode(message: dict[str, Any]) -> bytes:
 def decode(line: bytes) -> dict[str, Any] | None:
     """Parse one line; ``None`` when it is not a JSON object with a string ``type``.
 
-    Both sides write ASCII only (:func:`encode`), so other bytes mark a forged line; refusing
-    them also keeps what decoding a line costs in memory near its size.
+    Both sides write ASCII only (:func:`encode`), so other bytes mark a forged line, and the
+    child escapes brackets in strings, so more than ``MAX_CONTAINERS`` of them does too;
+    refusing both keeps what decoding a line costs in memory near its size.
     """
-    if not line.isascii():
+    if not line.isascii() or line.count(b"[") + line.count(b"{") > MAX_CONTAINERS:
         return None
     try:
         value = json.loads(line)
@@ -143,8 +153,8 @@ def encode_llm_request(call_id: int, prompts: list[bytes], system: str | None) -
 
 
 def encode_text(text: str) -> bytes:
-    """One string as JSON (ASCII, so its size on the pipe is known before it is sent)."""
-    return json.dumps(text, ensure_ascii=True).encode("ascii")
+    """One string as JSON the way the child writes it: ASCII, brackets escaped."""
+    return json.dumps(text, ensure_ascii=True).translate(BRACKETS).encode("ascii")
 
 
 def system_error(system: object, max_chars: int) -> str | None:
