@@ -59,7 +59,7 @@ FLOODS: dict[str, str] = {
     "forged-result": _FD
     + (
         "import json\ncell = int(sys._getframe(0).f_code.co_filename.strip('<>').split('-')[1])\n"
-        "f = {'file': 'app.py', 'line': 1, 'kind': 'bug', 'severity': 'low', 'title': 't', 'detail': 'd'}\n"
+        "f = {'file': 'wsgi.py', 'line': 1, 'kind': 'bug', 'severity': 'low', 'title': 't', 'detail': 'd'}\n"
         "msg = {'type': 'result', 'id': cell, 'output': 'O' * 3_000_000, 'error': None,\n"
         "       'answer': {'content': '', 'ready': False}, 'findings': [f] * 3000,\n"
         "       'restored': [], 'user_vars': ['v' * 10**6] * 2, 'mark': False}\n"

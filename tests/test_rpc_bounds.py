@@ -67,7 +67,10 @@ def test_decode_refuses_non_ascii_and_bracket_floods() -> None:
     assert protocol.decode(dense) is None
     assert protocol.decode(b"[" * 100_000) is None  # deep nesting: refused before json recurses
     assert protocol.decode(b'{"type":"x","n":' + b"9" * 5000 + b"}") is None  # int too long
-    assert protocol.decode(b'{"type":"x","n":NaN}') == {"type": "x", "n": pytest.approx(float("nan"), nan_ok=True)}
+    assert protocol.decode(b'{"type":"x","n":NaN}') == {
+        "type": "x",
+        "n": pytest.approx(float("nan"), nan_ok=True),
+    }
 
 
 def test_strings_travel_with_brackets_escaped() -> None:
@@ -75,7 +78,12 @@ def test_strings_travel_with_brackets_escaped() -> None:
     encoded = protocol.encode_text(text)
     assert encoded.count(b"[") + encoded.count(b"{") == 0 and json.loads(encoded) == text
     line = protocol.encode_llm_request(3, [encoded] * 50, "sys [x]")
-    assert protocol.decode(line) == {"type": "llm", "id": 3, "system": "sys [x]", "prompts": [text] * 50}
+    assert protocol.decode(line) == {
+        "type": "llm",
+        "id": 3,
+        "system": "sys [x]",
+        "prompts": [text] * 50,
+    }
 
 
 def test_requests_are_chunked_by_bytes_and_items() -> None:
@@ -86,7 +94,9 @@ def test_requests_are_chunked_by_bytes_and_items() -> None:
 
 def test_refusal_and_system_errors_say_what_to_do() -> None:
     msg = protocol.refusal_error(10_000, 30, 14)
-    assert msg.startswith("[llm error] budget exhausted (sub_calls)") and "9,970 were not sent" in msg
+    assert (
+        msg.startswith("[llm error] budget exhausted (sub_calls)") and "9,970 were not sent" in msg
+    )
     assert "--max-sub-calls" in msg
     assert "at most 10,000" in protocol.refusal_error(50_000, 10_000, None)
     assert protocol.system_error(None, 10) is None and protocol.system_error("s" * 10, 10) is None
@@ -97,7 +107,9 @@ def test_refusal_and_system_errors_say_what_to_do() -> None:
 # ---------------------------------------------------------------- item 3: requests
 
 
-async def test_a_batch_past_the_budget_is_refused_in_one_go(kernel: Kernel, handler: Handler) -> None:
+async def test_a_batch_past_the_budget_is_refused_in_one_go(
+    kernel: Kernel, handler: Handler
+) -> None:
     r = await kernel.exec(
         "res = llm_batch(['p'] * 2_000_000)\n"
         "print(len(res), sum(x == 'answer:p' for x in res), len(set(res)))\nprint(res[-1])"
@@ -106,7 +118,9 @@ async def test_a_batch_past_the_budget_is_refused_in_one_go(kernel: Kernel, hand
     assert r.error is None, r.output
     assert lines[0].startswith("[deeprepo] llm_batch: 1,999,964 of 2,000,000 prompts were not sent")
     assert lines[1] == "2000000 36 2"  # 20 left + the margin of 16, then one error for the rest
-    assert lines[2].startswith("[llm error] budget exhausted (sub_calls): a request of 10,000 prompts")
+    assert lines[2].startswith(
+        "[llm error] budget exhausted (sub_calls): a request of 10,000 prompts"
+    )
     assert "9,964 prompt(s) were refused without being sent" in r.output
     assert handler.prompts == 36 and r.llm_calls == 36
 
@@ -124,9 +138,9 @@ async def test_forged_requests_are_capped_and_their_replies_not_queued(
     # 200,000 prompts in one forged line, then forged requests whose replies are never read:
     # the parent serves what the budget allows, and stops reading while replies pile up.
     cell = FD + (
-        "big = b'{\"type\":\"llm\",\"id\":9,\"prompts\":[' + b','.join([b'\"\"'] * 200_000) + b']}\\n'\n"
+        'big = b\'{"type":"llm","id":9,"prompts":[\' + b\',\'.join([b\'""\'] * 200_000) + b\']}\\n\'\n'
         "os.write(fd, big)\n"
-        "small = b'{\"type\":\"llm\",\"id\":9,\"prompts\":[\"\"]}\\n'\n"
+        'small = b\'{"type":"llm","id":9,"prompts":[""]}\\n\'\n'
         "while True:\n    os.write(fd, small * 1000)"
     )
     r = await kernel.exec(cell)
@@ -140,7 +154,13 @@ async def test_forged_requests_are_capped_and_their_replies_not_queued(
 def test_parent_memory_stays_bounded_under_a_forged_flood() -> None:
     """The parent's peak RSS, measured in a process of its own (benchmarks/bench_rpc_floods.py)."""
     proc = subprocess.run(
-        [sys.executable, "benchmarks/bench_rpc_floods.py", "--only", "forged-containers", "batch-2M"],
+        [
+            sys.executable,
+            "benchmarks/bench_rpc_floods.py",
+            "--only",
+            "forged-containers",
+            "batch-2M",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -154,7 +174,9 @@ def test_parent_memory_stays_bounded_under_a_forged_flood() -> None:
 
 async def test_system_is_capped_like_prompts(kernel: Kernel, handler: Handler) -> None:
     r = await kernel.exec("print(llm_query('p', system='s' * 1_000_001)[:80])")
-    assert r.output.startswith("[llm error] system has 1,000,001 chars, over the 1,000,000-char limit")
+    assert r.output.startswith(
+        "[llm error] system has 1,000,001 chars, over the 1,000,000-char limit"
+    )
     forged = FD + (
         "import json\nline = json.dumps({'type': 'llm', 'id': 5, 'prompts': ['a', 'b'], "
         "'system': 's' * 1_500_000}).encode() + b'\\n'\nos.write(fd, line)\nprint('sent')"
@@ -195,7 +217,9 @@ async def test_a_restart_note_names_a_bounded_list(kernel: Kernel) -> None:
 
 
 async def test_findings_per_cell_are_bounded(kernel: Kernel) -> None:
-    r = await kernel.exec("for i in range(2500):\n    add_finding('app.py', 1, 'k', 'low', 't%d' % i)")
+    r = await kernel.exec(
+        "for i in range(2500):\n    add_finding('app.py', 1, 'k', 'low', 't%d' % i)"
+    )
     assert len(r.new_findings) == 1000
     assert "this cell recorded 2,500 findings; only the first 2,000 were kept" in r.output
 
@@ -254,8 +278,7 @@ FRESH = (
     "import sys\nprint(sys.getrecursionlimit() < 10**5, answer)"
 )
 FRESH_OUT = (
-    '{"a": [1]} 1 False answer:q [\'answer:r\']\nread-only\n'
-    "True {'content': '', 'ready': False}\n"
+    "{\"a\": [1]} 1 False answer:q ['answer:r']\nread-only\nTrue {'content': '', 'ready': False}\n"
 )
 
 

@@ -581,7 +581,7 @@ class _Kernel:
         encode_str = self.encode_str
 
         def encode_escaped(text: str) -> str:
-            return encode_str(text).translate(brackets)  # type: ignore[no-any-return]
+            return encode_str(text).translate(brackets)
 
         self.encoder = _json.make_encoder(
             None, _unencodable, encode_escaped, None, ":", ",", False, False, True
