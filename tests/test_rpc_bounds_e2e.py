@@ -98,6 +98,14 @@ TURNS: list[tuple[str, str]] = [
     ("huge-names", fenced("for i in range(200):\n    globals()['v%d_' % i + 'x' * 200_000] = i")),
     ("restart-note", fenced("import os\nos._exit(3)")),
     ("many-blocks", fenced(*["print('B' * 20_000)"] * 12)),
+    (
+        "surrogates",
+        fenced(
+            "import os\nprint('\\ud800', llm_query('\\udfff x')[:12])\n"
+            "add_finding('wsgi.py', 1, 'bug', 'low', 'lone \\ud800 surrogate')\n"
+            "os.write(1, b'\\xff\\xfe raw')"
+        ),
+    ),
     ("answer", fenced("set_answer('# Report\\n\\nThe pipe held.')")),
 ]
 
@@ -242,6 +250,14 @@ def test_a_patched_scaffold_does_not_rewrite_the_next_cell(outcome: Outcome) -> 
         r for r in outcome.requests if r.route == "openai" and "@@fresh@@" in json.dumps(r.body)
     ]
     assert len(fresh) == 1
+
+
+def test_lone_surrogates_and_raw_bytes_pass_as_text(outcome: Outcome) -> None:
+    t = outcome.turns["surrogates"]
+    assert t["error"] is None and t["findings_added"] == 1, t["output"]
+    # The lone surrogate became "?" at the kernel's boundary (the run log is UTF-8).
+    assert "\n? [llm error]" in t["output"] and "raw" in t["output"], t["output"]
+    assert "\ud800" not in json.dumps(t, ensure_ascii=False)
 
 
 def test_no_secret_reaches_an_output_a_file_or_a_request(outcome: Outcome) -> None:

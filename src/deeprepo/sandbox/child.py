@@ -138,7 +138,8 @@ def _rpc(prompts: list[bytes], system: str | None) -> tuple[list[str], int, str]
         )
     with _lock:
         call_id = next(_ids)
-        head = b'{"type":"llm","id":%d,"system":%s,"prompts":[' % (
+        # The leading newline ends whatever partial line a cell left on the pipe.
+        head = b'\n{"type":"llm","id":%d,"system":%s,"prompts":[' % (
             call_id,
             b"null" if system is None else _encode_str(system).translate(BRACKETS).encode("ascii"),
         )
@@ -184,37 +185,47 @@ def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
     bad_system = system_error(system, _max_prompt_chars)
     if bad_system is not None:
         return [bad_system] * len(items)
-    results: list[str | None] = [prompt_error(i, p, _max_prompt_chars) for i, p in enumerate(items)]
-    todo: list[int] = []
-    encoded: list[bytes] = []
+    # Prompts are checked and encoded one request at a time: once the parent refuses a
+    # request (the sub-call budget is spent), the rest would be refused too, so they are
+    # neither encoded nor sent, and a batch of millions ends in the time of one request.
+    results: list[str | None] = [None] * len(items)
     limit = MAX_LINE_BYTES - 4096 - (0 if system is None else 6 * len(system))
-    for i, r in enumerate(results):
-        if r is None:
-            text = _encode_str(str.__str__(items[i])).translate(BRACKETS).encode("ascii")
-            if len(text) > limit:
-                results[i] = oversized_error(i, len(text), limit)
-            else:
-                todo.append(i)
-                encoded.append(text)
     refused_total = 0
     refusal = ""
-    for chunk in chunk_by_size([len(e) + 1 for e in encoded], LLM_CHUNK_BYTES, MAX_REQUEST_ITEMS):
-        idx = [todo[j] for j in chunk]
-        if refusal:
-            for i in idx:
-                results[i] = refusal
-            refused_total += len(idx)
-            continue
-        answers, refused, error = _rpc([encoded[j] for j in chunk], system)
-        for i, answer in zip(idx, answers, strict=False):
-            results[i] = answer
+    idx: list[int] = []
+    encoded: list[bytes] = []
+    size = 0
+    i = 0
+    while i < len(items) or idx:
+        if i < len(items) and len(idx) < MAX_REQUEST_ITEMS:
+            error = prompt_error(i, items[i], _max_prompt_chars)
+            if error is None:
+                text = _encode_str(str.__str__(items[i])).translate(BRACKETS).encode("ascii")
+                if len(text) > limit:
+                    error = oversized_error(i, len(text), limit)
+                elif not idx or size + len(text) + 1 <= LLM_CHUNK_BYTES:
+                    idx.append(i)
+                    encoded.append(text)
+                    size += len(text) + 1
+                    i += 1
+                    continue
+                else:  # this prompt starts the next request
+                    error = None
+            if error is not None:
+                results[i] = error
+                i += 1
+                continue
+        answers, refused, error = _rpc(encoded, system)
+        for j, answer in zip(idx, answers, strict=False):
+            results[j] = answer
         if refused:
-            # The parent refused the tail of this request (the sub-call budget is spent):
-            # the prompts not sent yet would be refused too, so they are not sent.
             refusal = error
-            for i in idx[len(answers) :]:
-                results[i] = refusal
-            refused_total += refused
+            rest = idx[len(answers) :] + [j for j in range(i, len(items))]
+            for j in rest:
+                results[j] = refusal
+            refused_total = len(rest)
+            break
+        idx, encoded, size = [], [], 0
     if refused_total:
         _stdout_target[0].write(
             f"[deeprepo] llm_batch: {refused_total:,} of {len(items):,} prompts were not sent; "
@@ -1049,6 +1060,17 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
     protocol = load_source(PROTOCOL_PATH, "_deeprepo_sandbox_protocol", private_builtins)
     prompts = load_source(PROMPTS_PATH, "_deeprepo_prompts", private_builtins)
     kernel = _Kernel(rfd, wfd, submit)
+    close = os.close
+
+    def after_fork() -> None:
+        # A forked copy of the kernel must never speak on the parent's pipes.
+        for fd in (rfd, wfd):
+            try:
+                close(fd)
+            except OSError:
+                pass
+
+    os.register_at_fork(after_in_child=after_fork)
     hook_factory = types.FunctionType(
         _audit_hook.__code__, {"__builtins__": dict(kernel.pristine_builtins)}
     )
@@ -1074,7 +1096,8 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
         elif kind == "exec":
             code, cell_id = msg.get("code"), msg.get("id")
             if type(code) is str and type(cell_id) is int:
-                kernel.send_line(kernel.run_cell(cell_id, code))
+                # The leading newline ends whatever partial line the cell left on the pipe.
+                kernel.send_line(b"\n" + kernel.run_cell(cell_id, code))
         elif kind == "restore_answer":
             # A restarted kernel keeps the answer text the previous one had.
             content = msg.get("content")

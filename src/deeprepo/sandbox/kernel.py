@@ -253,6 +253,8 @@ class Kernel:
                     outcome = "died"
                     break
                 assert isinstance(line, bytes)
+                if not line:
+                    continue  # the child starts its messages on a fresh line
                 msg = protocol.decode(line)
                 if msg is None:
                     malformed += 1
@@ -309,10 +311,9 @@ class Kernel:
         # The message may be forged (a cell can write on the pipe): everything is bounded here.
         raw = msg.get("output")
         output = raw if isinstance(raw, str) else ""
-        if (
-            len(output) > self.config.output_limit + _NOTES_SLACK
-        ):  # the child cuts; a forgery may not
+        if len(output) > self.config.output_limit + _NOTES_SLACK:  # a forgery is not cut yet
             output = protocol.cut_middle(output, self.config.output_limit)
+        output = _text(output)
         error = (
             msg.get("error")
             if isinstance(msg.get("error"), str) and msg["error"] in _ERRORS
@@ -457,12 +458,22 @@ def _as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _text(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate (a cell can print one) becomes ``?``, so
+    the run log, the report and the next request can be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def _clean_answer(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {"content": "", "ready": False}
     content = value.get("content")
     return {
-        "content": content if isinstance(content, str) else "",
+        "content": _text(content) if isinstance(content, str) else "",
         "ready": value.get("ready") is True,
     }
 
@@ -470,7 +481,7 @@ def _clean_answer(value: object) -> dict[str, Any]:
 def _clean_names(names: list[Any]) -> list[str]:
     """Variable names from a result, each cut to a readable length, at most MAX_USER_VARS."""
     out = [
-        n if len(n) <= _MAX_NAME_CHARS else n[: _MAX_NAME_CHARS - 1] + "…"
+        _text(n if len(n) <= _MAX_NAME_CHARS else n[: _MAX_NAME_CHARS - 1] + "…")
         for n in names
         if isinstance(n, str)
     ]
@@ -482,9 +493,9 @@ def _clean_finding(raw: dict[str, Any]) -> dict[str, Any]:
     for key in ("file", "kind", "severity", "title", "detail", "fix"):
         text = "" if out[key] is None else str(out[key])
         cap = _FIELD_CHARS[key]
-        out[key] = text if len(text) <= cap else text[: cap - 1] + "…"
+        out[key] = _text(text if len(text) <= cap else text[: cap - 1] + "…")
     if out["cwe"] is not None:
-        out["cwe"] = str(out["cwe"])[:50]
+        out["cwe"] = _text(str(out["cwe"])[:50])
     line = out["line"]
     if not isinstance(line, int) or isinstance(line, bool) or not 0 < line < 10**9:
         out["line"] = 1
