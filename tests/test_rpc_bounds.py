@@ -248,6 +248,7 @@ ATTACKS = {
         "builtins.isinstance = lambda a, b: True"
     ),
     "stdout-class": "import sys\ntype(sys.stdout).write = lambda self, s: len(s)\nprint('x')",
+    "raising-stdout": "import sys\ntype(sys.stdout).write = lambda self, s: 1 / 0\nraise ValueError('v')",
     "codebase-class": "type(codebase).__setitem__ = dict.__setitem__\ntype(codebase).pop = dict.pop",
     "answer-class": (
         "class D(dict):\n    def get(self, k, d=None):\n        return True\n"
@@ -288,7 +289,15 @@ async def test_a_patched_scaffold_does_not_rewrite_later_cells(
 ) -> None:
     r = await kernel.exec(ATTACKS[name])
     assert not r.restarted, r.output
-    if name in ("json", "builtins", "stdout-class", "codebase-class", "kwdefaults", "recursion"):
+    if name in (
+        "json",
+        "builtins",
+        "stdout-class",
+        "codebase-class",
+        "kwdefaults",
+        "recursion",
+        "raising-stdout",
+    ):
         assert "[deeprepo] this cell changed kernel internals" in r.output, r.output
     if name == "code":
         assert r.output.startswith("refused: __code__ of the kernel's scaffold")
@@ -296,6 +305,8 @@ async def test_a_patched_scaffold_does_not_rewrite_later_cells(
         assert r.output.startswith("['refused', 'refused', 'refused'] False"), r.output
     if name == "audit-hook":
         assert r.output.startswith("refused")
+    if name == "raising-stdout":
+        assert r.error == "exception" and "cannot be shown" in r.output
     if name == "answer-class":
         assert r.answer == {"content": "forged", "ready": False}
     r = await kernel.exec(FRESH)

@@ -13,9 +13,10 @@ a function's ``__globals__``, closure and defaults, a class's dict, every module
 
 - the *loop* (reading messages, building results) runs from a private copy of this file:
   its globals are a dict nothing public refers to, with its own copy of the builtins, and
-  it calls C functions captured before any cell ran (JSON, pipe I/O). It never calls code
-  a cell wrote: every cell runs in a thread of its own, through a *runner* made afresh
-  for that cell, which hands the loop plain ``str``/``int``/``tuple`` values only;
+  it calls C functions captured before any cell ran (JSON, pipe I/O), in a thread of its
+  own. It never calls code a cell wrote on its way: every cell runs in the main thread,
+  whose stack holds nothing of the loop's, through a *runner* made afresh for that cell,
+  which hands the loop plain ``str``/``int``/``tuple`` values only;
 - the *scaffold* (``llm_query``, ``llm_batch``, ``add_finding``, ``set_answer``,
   ``file_audit_prompt``, the ``codebase`` and ``sys.stdout`` classes) is plain functions
   and classes over globals of their own;
@@ -424,40 +425,31 @@ def _run_cell(
     does not run the cell's code (a ``__repr__``, ``__eq__``) on its way.
     """
     (scaffold, sink, target, restore_answer, getpid, pid, exit_, format_exception, hide) = env
-    stdout = None
     try:
         stdout = sink[0](*sink[1:])
         target[0] = stdout
         sys.stdout = sys.stderr = stdout
         if restore_answer is not None:
             ns["answer"] = {"content": restore_answer, "ready": False}
-    except BaseException as exc:  # a broken restore must not pass for a clean cell
-        box.append(
-            (
-                "error",
-                f"[deeprepo] the kernel could not restore its scaffold: {type(exc).__name__}\n",
-            )
-        )
-        done.release()
-        return
-    error = None
-    try:
-        exec(code, ns)
-        if last is not None:
-            value = eval(last, ns)
-            if value is not None:
-                stdout.write(repr(value) + "\n")
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the kernel goes on
-        if getpid() != pid:
-            exit_(1)
+        error = None
         try:
-            stdout.write(format_exception(exc, hide))
-        except BaseException:
-            stdout.write("[deeprepo] the cell raised an exception that cannot be shown\n")
-        error = "exception"
-    if getpid() != pid:
-        exit_(0)  # a fork made by the cell has finished the cell's code: it stops here
-    try:
+            exec(code, ns)
+            if last is not None:
+                value = eval(last, ns)
+                if value is not None:
+                    stdout.write(repr(value) + "\n")
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the kernel goes on
+            if getpid() != pid:
+                exit_(1)
+            error = "exception"
+            try:
+                stdout.write(format_exception(exc, hide))
+            except BaseException:
+                box.append(
+                    ("error", "[deeprepo] the cell raised an exception that cannot be shown\n")
+                )
+        if getpid() != pid:
+            exit_(0)  # a fork made by the cell has finished the cell's code: it stops here
         sys.stdout = sys.stderr = stdout
         changed = _restore_plan(plan)
         if changed:
@@ -1188,7 +1180,10 @@ def _work(take: Any) -> int:
         fn, args = take()
         if fn is None:
             return 0
-        fn(*args)
+        try:
+            fn(*args)
+        except BaseException:  # the runner reports its own failures; the kernel goes on
+            pass
 
 
 if __name__ == "__main__":
