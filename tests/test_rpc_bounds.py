@@ -315,3 +315,61 @@ async def test_a_patched_scaffold_does_not_rewrite_later_cells(
     assert [f["title"] for f in r.new_findings] == ["real"]
     assert handler.calls[-2:] == [(["q"], None), (["r"], None)]
     assert r.answer == {"content": "forged" if name == "answer-class" else "", "ready": False}
+
+
+# ---------------------------------------------------------------- item 8: a turn and a run
+
+
+async def test_an_episode_caps_each_turns_output_and_findings() -> None:
+    from deeprepo.codebase.loader import codebase_from_files
+    from deeprepo.orchestrator.episode import Episode, EpisodeConfig
+    from deeprepo.providers.base import ChatRequest, Completion, Usage
+    from deeprepo.providers.budget import Budget
+    from deeprepo.providers.dispatch import SubDispatcher
+    from deeprepo.providers.ledger import Ledger
+    from deeprepo.providers.metered import MeteredModel
+    from deeprepo.providers.prices import PriceTable
+    from deeprepo.workers import make_worker
+
+    fence = "```"
+    four = "for i in range(4):\n    add_finding('app.py', i + 1, 'bug', 'low', 't%d' % i)\nprint('y' * 500)"
+    replies = [f"{fence}python\n{four}\n{fence}"] * 2 + [
+        f"{fence}python\nset_answer('done')\n{fence}"
+    ]
+
+    class Root:
+        name = "test/root"
+
+        def __init__(self) -> None:
+            self.requests: list[ChatRequest] = []
+
+        async def complete(self, request: ChatRequest) -> Completion:
+            self.requests.append(request)
+            return Completion(replies[len(self.requests) - 1], Usage(10, 1), model=self.name)
+
+        async def aclose(self) -> None:
+            return None
+
+    ledger = Ledger()
+    budget = Budget(ledger=ledger)
+    root = Root()
+    prices = PriceTable.load()
+    episode = Episode(
+        codebase_from_files(PAYLOAD["codebase"]),
+        root=MeteredModel(root, "root", ledger, prices, budget=budget, concurrency=1),
+        dispatcher=SubDispatcher(
+            MeteredModel(make_worker("static"), "sub", ledger, prices, budget=budget)
+        ),
+        ledger=ledger,
+        config=EpisodeConfig(
+            max_turn_output_chars=300, max_findings_per_turn=3, max_findings_per_run=5
+        ),
+        sandbox=SandboxConfig(cell_timeout_s=20),
+    )
+    result = await episode.run()
+    first, second = result.turns[0], result.turns[1]
+    assert (first.findings_added, second.findings_added) == (3, 2)
+    assert len(result.findings) == 3  # the second turn repeated the first: deduplicated
+    assert len(first.output) < 360 and "chars cut" in first.output
+    assert first.output.endswith("Record fewer, merged findings.")  # the note is the kept tail
+    assert root.requests[1].messages[-1].content == first.output
