@@ -250,6 +250,7 @@ ATTACKS = {
     "stdout-class": "import sys\ntype(sys.stdout).write = lambda self, s: len(s)\nprint('x')",
     "raising-stdout": "import sys\ntype(sys.stdout).write = lambda self, s: 1 / 0\nraise ValueError('v')",
     "codebase-class": "type(codebase).__setitem__ = dict.__setitem__\ntype(codebase).pop = dict.pop",
+    "codebase-content": "dict.__setitem__(codebase, 'app.py', 'pwned')\ncodebase.__class__ = dict\ncodebase['b.py'] = 'x'",
     "answer-class": (
         "class D(dict):\n    def get(self, k, d=None):\n        return True\n"
         "answer = D(content='forged', ready=False)"
@@ -273,6 +274,8 @@ ATTACKS = {
     ),
 }
 FRESH = (
+    "assert codebase['app.py'].startswith('import os') and 'pwned' not in file_audit_prompt('app.py')\n"
+    "assert type(codebase).__name__ == 'ReadOnlyDict' and codebase['b.py'] == 'x = 1\\n'\n"
     "import json\nprint(json.dumps({'a': [1]}), repr(1), isinstance(1, str), llm_query('q'), "
     "llm_batch(['r']))\nadd_finding('app.py', 2, 'bug', 'low', 'real')\n"
     "try:\n    codebase['app.py'] = 'x'\nexcept TypeError:\n    print('read-only')\n"

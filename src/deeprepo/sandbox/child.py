@@ -424,8 +424,20 @@ def _run_cell(
     Everything that touches objects the cell made happens here, so the loop's thread
     does not run the cell's code (a ``__repr__``, ``__eq__``) on its way.
     """
-    (scaffold, sink, target, restore_answer, getpid, pid, exit_, format_exception, hide) = env
+    (
+        scaffold,
+        sink,
+        target,
+        restore_answer,
+        getpid,
+        pid,
+        exit_,
+        format_exception,
+        hide,
+        codebase,
+    ) = env
     try:
+        ns["codebase"] = codebase
         stdout = sink[0](*sink[1:])
         target[0] = stdout
         sys.stdout = sys.stderr = stdout
@@ -599,6 +611,9 @@ class _Kernel:
         self.line_cache = linecache.cache
         self.repeat, self.is_not, self.count = itertools.repeat, operator.is_not, itertools.count
         self.proxy_get = types.MappingProxyType.get
+        self.new_dict, self.dict_update = dict.__new__, dict.update
+        self.read_only: Any = None
+        self.files: dict[str, str] = {}
         self.output_limit = 8192
         self.scaffold: tuple[tuple[str, Any], ...] = ()
         self.plan: tuple[Any, ...] = ()
@@ -694,6 +709,7 @@ class _Kernel:
             os_exit=self.exit,
         )
         self.stdout_class = stdout_class
+        self.read_only, self.files = read_only, files
         scaffold = {
             "llm_query": g["llm_query"],
             "llm_batch": g["llm_batch"],
@@ -720,7 +736,7 @@ class _Kernel:
             [("scaffold", g), ("prompts", prompt_g), ("traceback", fe_g)],
             [("codebase", read_only), ("sys.stdout", stdout_class)],
         )
-        self.protected.update(protected, (id(codebase), id(self.format_exception)))
+        self.protected.update(protected, (id(self.format_exception),))
         return len(codebase)
 
     # -- cells
@@ -784,9 +800,14 @@ class _Kernel:
         box: list[Any] = []
         done = self.new_lock()
         done.acquire()
+        # Each cell gets a fresh copy of ``codebase`` (a dict copy, C-level: no class method
+        # runs): a copy one cell changed through dict.__setitem__ is not what the next sees.
+        codebase = self.new_dict(self.read_only)
+        self.dict_update(codebase, self.files)
+        scaffold = tuple((n, codebase if n == "codebase" else o) for n, o in self.scaffold)
         env = (
-            self.scaffold, sink, self.stdout_target, self.restore_answer, self.getpid, self.pid,
-            self.exit, self.format_exception, (os.path.abspath(__file__),),
+            scaffold, sink, self.stdout_target, self.restore_answer, self.getpid, self.pid,
+            self.exit, self.format_exception, (os.path.abspath(__file__),), codebase,
         )  # fmt: skip
         self.restore_answer = None
         self.submit((runner, (self.plan, self.ns, body, last, box, done, env)))
