@@ -106,7 +106,6 @@ _stdout_target: list[Any] = []
 _encode_str: Any = None
 _scan: Any = None
 _audit_prompt: Any = None
-proxy_get = types.MappingProxyType.get
 _TextIOBase = io.TextIOBase  # the scaffold gets _io._TextIOBase, a C type a cell cannot patch
 ERROR_PREFIX = "[llm error]"
 BRACKETS: tuple[str, ...] = ()
@@ -516,19 +515,18 @@ def _internals_note(names: list[str]) -> str:
 
 def _restore_plan(plan: tuple[Any, ...]) -> list[str]:
     """Put back every object of ``plan`` as it was before the first cell; what changed."""
-    sized, lengths, dicts, proxies, lookups, limit, entries = plan
-    if (
-        tuple(map(len, sized)) == lengths
-        and not any(map(is_not, map(dict.get, dicts[0], dicts[1], repeat(_MISSING)), dicts[2]))
-        and not any(
-            map(is_not, map(proxy_get, proxies[0], proxies[1], repeat(_MISSING)), proxies[2])
+    fast, lookups, limit, entries = plan
+    for d, size, last, values in fast:
+        if len(d) != size or next(reversed(d), _MISSING) is not last:
+            break
+        if any(map(is_not, d.values(), values)):  # identity, in C: no __eq__ of the cell's runs
+            break
+    else:
+        modules_same = not any(
+            map(is_not, map(dict.get, *lookups[:2], repeat(_MISSING)), lookups[2])
         )
-        and not any(
-            map(is_not, map(dict.get, lookups[0], lookups[1], repeat(_MISSING)), lookups[2])
-        )
-        and limit[0]() == limit[1]
-    ):
-        return []  # nothing changed: the common case, all in C
+        if modules_same and limit[0]() == limit[1]:
+            return []  # nothing changed: the common case
     changed: list[str] = []
     for entry in entries:
         kind = entry[0]
@@ -556,7 +554,10 @@ def _restore_plan(plan: tuple[Any, ...]) -> list[str]:
                 changed.append(label)
         elif kind == "kwdefaults":
             _, label, d, items = entry
-            if tuple(d.items()) != items:
+            same = len(d) == len(items) and all(
+                k in d and dict.get(d, k, _MISSING) is v for k, v in items
+            )
+            if not same:
                 d.clear()
                 d.update(items)
                 changed.append(label)
@@ -610,7 +611,6 @@ class _Kernel:
         self.ast_expr, self.ast_expression = ast.Expr, ast.Expression
         self.line_cache = linecache.cache
         self.repeat, self.is_not, self.count = itertools.repeat, operator.is_not, itertools.count
-        self.proxy_get = types.MappingProxyType.get
         self.new_dict, self.dict_update = dict.__new__, dict.update
         self.read_only: Any = None
         self.files: dict[str, str] = {}
@@ -793,7 +793,7 @@ class _Kernel:
             "_MISSING": _MISSING,
             "sys": sys,
         }
-        g.update(is_not=self.is_not, repeat=self.repeat, proxy_get=self.proxy_get)
+        g.update(is_not=self.is_not, repeat=self.repeat)
         for fn in (_restore_plan, _internals_note):
             g[fn.__name__] = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__)
         runner = types.FunctionType(_run_cell.__code__, g)
@@ -995,35 +995,27 @@ def _make_plan(
 
 
 def _fast_plan(entries: list[tuple[Any, ...]], limit: int) -> tuple[Any, ...]:
-    """The plan with flat tuples first, so "nothing changed" is checked in a few C calls."""
-    sized: list[Any] = []
-    dicts: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
-    proxies: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
+    """The plan with what "nothing changed" needs first: each dict (or class dict) with its
+    size, last key and values in order, so the check is a C loop over each."""
+    fast: list[tuple[Any, ...]] = []
     lookups: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     for entry in entries:
         kind = entry[0]
-        if kind in ("dict", "class", "kwdefaults"):
-            container = entry[2] if kind != "class" else entry[2].__dict__
-            keys = entry[3] if kind != "kwdefaults" else tuple(k for k, _ in entry[3])
-            values = entry[4] if kind != "kwdefaults" else tuple(v for _, v in entry[3])
-            sized.append(container)
-            flat = proxies if kind == "class" else dicts
-            flat[0].extend([container] * len(keys))
-            flat[1].extend(keys)
-            flat[2].extend(values)
+        if kind in ("dict", "class"):
+            container = entry[2] if kind == "dict" else entry[2].__dict__
+            keys, values = entry[3], entry[4]
+        elif kind == "kwdefaults":
+            container = entry[2]
+            keys, values = tuple(k for k, _ in entry[3]), tuple(v for _, v in entry[3])
         elif kind == "module":
             lookups[0].append(entry[4])
             lookups[1].append(entry[2])
             lookups[2].append(entry[3])
-    return (
-        tuple(sized),
-        tuple(map(len, sized)),
-        tuple(map(tuple, dicts)),
-        tuple(map(tuple, proxies)),
-        tuple(map(tuple, lookups)),
-        (sys.getrecursionlimit, limit),
-        tuple(entries),
-    )
+            continue
+        else:
+            continue
+        fast.append((container, len(keys), keys[-1] if keys else _MISSING, values))
+    return (tuple(fast), tuple(map(tuple, lookups)), (sys.getrecursionlimit, limit), tuple(entries))
 
 
 def _audit_hook(loop_thread: int, get_ident: Any, protected: set[int]) -> Any:
