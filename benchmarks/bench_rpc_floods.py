@@ -32,7 +32,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MB = 800
-_FD = "import os, sys\nfd = int(sys.argv[2])\n"  # the kernel's child -> parent pipe
+_FD = (  # the kernel's child -> parent pipe, as a cell finds it: its one write-only FIFO
+    "import os, stat, sys, fcntl\n"
+    "fd = next(f for f in range(3, 1024) if os.path.exists(f'/proc/self/fd/{f}')\n"
+    "          and stat.S_ISFIFO(os.fstat(f).st_mode) and fcntl.fcntl(f, fcntl.F_GETFL) & 3 == 1)\n"
+)
 
 FLOODS: dict[str, str] = {
     "baseline": "print('hello')",

@@ -20,7 +20,11 @@ PAYLOAD = {
     "file_tree": "app.py\nb.py",
     "metadata": {"files": 2},
 }
-FD = "import os, sys\nfd = int(sys.argv[2])\n"  # the child -> parent pipe, as a cell finds it
+FD = (  # the kernel's child -> parent pipe, as a cell finds it: its one write-only FIFO
+    "import os, stat, sys, fcntl\n"
+    "fd = next(f for f in range(3, 1024) if os.path.exists(f'/proc/self/fd/{f}')\n"
+    "          and stat.S_ISFIFO(os.fstat(f).st_mode) and fcntl.fcntl(f, fcntl.F_GETFL) & 3 == 1)\n"
+)
 
 
 class Handler:

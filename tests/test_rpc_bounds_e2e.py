@@ -35,7 +35,11 @@ MAX_SUB_CALLS = 30
 CELL_TIMEOUT = 4
 OUTPUT_LIMIT = 8192
 WORKER = "WORKER-REPLY"
-FD = "import os, sys\nfd = int(sys.argv[2])\n"
+FD = (  # the kernel's child -> parent pipe, as a cell finds it: its one write-only FIFO
+    "import os, stat, sys, fcntl\n"
+    "fd = next(f for f in range(3, 1024) if os.path.exists(f'/proc/self/fd/{f}')\n"
+    "          and stat.S_ISFIFO(os.fstat(f).st_mode) and fcntl.fcntl(f, fcntl.F_GETFL) & 3 == 1)\n"
+)
 _SCRUBBED = ("API_KEY", "AUTH_TOKEN", "PROXY", "proxy", "DEEPREPO_")
 
 

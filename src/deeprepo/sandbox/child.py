@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOCOL_PATH = os.path.join(_HERE, "protocol.py")
 PROMPTS_PATH = os.path.join(os.path.dirname(_HERE), "orchestrator", "prompts.py")
+HARDEN_PATH = os.path.join(_HERE, "harden.py")  # process isolation, where the package has it
 SCAFFOLD = (
     "llm_query",
     "llm_batch",
@@ -1065,6 +1066,9 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
     protocol = load_source(PROTOCOL_PATH, "_deeprepo_sandbox_protocol", private_builtins)
     prompts = load_source(PROMPTS_PATH, "_deeprepo_prompts", private_builtins)
     kernel = _Kernel(rfd, wfd, submit)
+    reap = None
+    if os.path.exists(HARDEN_PATH):  # zombies of processes the parent stopped after a cell
+        reap = load_source(HARDEN_PATH, "_deeprepo_sandbox_harden", private_builtins).reap_zombies
     close = os.close
 
     def after_fork() -> None:
@@ -1101,6 +1105,8 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
         elif kind == "exec":
             code, cell_id = msg.get("code"), msg.get("id")
             if type(code) is str and type(cell_id) is int:
+                if reap is not None:
+                    reap()
                 # The leading newline ends whatever partial line the cell left on the pipe.
                 kernel.send_line(b"\n" + kernel.run_cell(cell_id, code))
         elif kind == "restore_answer":
@@ -1151,6 +1157,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    argv = _harden(argv)
     rfd, wfd = int(argv[1]), int(argv[2])
     # The fixed hash seed is the parent's choice for this interpreter only (reproducible
     # output); the cell's code and its subprocesses see the plain allow-listed environment.
@@ -1166,6 +1173,16 @@ def main(argv: list[str]) -> int:
     import traceback  # noqa: F401
 
     return _work(_start_loop(rfd, wfd))
+
+
+def _harden(argv: list[str]) -> list[str]:
+    """Isolation the parent asked for in ``argv`` (``harden.py``, where the package has it:
+    cgroup, giving up root, seccomp, Landlock) comes first, and before the parent-death
+    signal, which a change of uid clears; the arguments that are not its own."""
+    if not os.path.exists(HARDEN_PATH):
+        return argv
+    harden = load_source(HARDEN_PATH, "_deeprepo_sandbox_harden", dict(builtins.__dict__))
+    return list(harden.apply(argv))
 
 
 def _start_loop(rfd: int, wfd: int) -> Any:
