@@ -172,8 +172,12 @@ def check_subprocess(t: dict[str, Any], ctx: Ctx) -> None:
 
 
 def check_overwrite(t: dict[str, Any], ctx: Ctx) -> None:
+    internals, _, rest = t["output"].partition("\n")
+    assert internals.startswith(
+        "[deeprepo] this cell changed kernel internals (builtins.llm_query)"
+    )
     note = re.fullmatch(
-        r"\[deeprepo\] (.*) belong\(s\) to the REPL scaffold and were restored; .*", t["output"]
+        r"\[deeprepo\] (.*) belong\(s\) to the REPL scaffold and were restored; .*", rest
     )
     assert note and set(note.group(1).split(", ")) == {"`llm_batch`", "`answer`", "`set_answer`"}
     assert t["answer_ready"] is False
@@ -202,7 +206,9 @@ def check_prose(t: dict[str, Any], ctx: Ctx) -> None:
 
 
 def check_huge_batch(t: dict[str, Any], ctx: Ctx) -> None:
-    total, answered, refused = map(int, t["output"].split())
+    counts = [ln for ln in t["output"].splitlines() if re.fullmatch(r"\d+ \d+ \d+", ln)]
+    total, answered, refused = map(int, counts[0].split())
+    assert "prompts were not sent; their results hold this error" in t["output"]
     assert total == 100_000 and answered + refused == 100_000
     assert 1 <= answered < MAX_SUB_CALLS  # what was left of --max-sub-calls, no more
 

@@ -35,6 +35,7 @@ from deeprepo.providers.ledger import Ledger
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.kernel import ExecResult, Kernel
 from deeprepo.sandbox.pool import KernelPool
+from deeprepo.sandbox.protocol import cut_middle
 
 EventSink = Callable[[str, dict[str, Any]], None]
 _ERROR_RANK = {None: 0, "exception": 1, "syntax": 2, "timeout": 3, "crashed": 4, "killed": 4}
@@ -57,6 +58,11 @@ class EpisodeConfig:
     # Ctrl-C (a cancelled task) ends the episode as ``interrupted`` with what it has,
     # instead of propagating: ``analyze`` writes partial outputs from it.
     catch_interrupt: bool = False
+    # What one turn may add to the conversation, which is resent in every later root request:
+    # its output (None: 4x the sandbox's output limit, so a few blocks fit whole) and findings.
+    max_turn_output_chars: int | None = None
+    max_findings_per_turn: int = 1000
+    max_findings_per_run: int = 5000
 
 
 def metadata_summary(
@@ -162,7 +168,11 @@ class Episode:
         answer: dict[str, Any] = {"content": "", "ready": False}
         stop_reason, stop_detail = "max_turns", ""
         kernel = await Kernel.start(
-            self._payload(), self._llm_handler, self.sandbox_config, pool=self.pool
+            self._payload(),
+            self._llm_handler,
+            self.sandbox_config,
+            pool=self.pool,
+            capacity=self.dispatcher.sub_calls_left,
         )
         try:
             index = 0
@@ -190,7 +200,7 @@ class Episode:
                 self.on_event("turn_start", {"turn": index, "max_turns": self.config.max_turns})
                 try:
                     turn, answer, new = await self._turn(
-                        kernel, system, messages, index, final_turn
+                        kernel, system, messages, index, final_turn, len(findings)
                     )
                 except BudgetExceeded as exc:
                     stop_reason = "timeout" if exc.kind == "timeout" else "budget"
@@ -283,6 +293,7 @@ class Episode:
         messages: list[Message],
         index: int,
         final_turn: bool,
+        findings_so_far: int = 0,
     ) -> tuple[Turn, dict[str, Any], list[Finding]]:
         t0 = self.clock()
         before = self._root_totals()
@@ -320,7 +331,23 @@ class Episode:
                 finding = self._to_finding(raw)
                 if finding is not None:
                     new_findings.append(finding)
-        output = "\n".join(outputs).strip() or "[no output]"
+        room = max(
+            0,
+            min(
+                self.config.max_findings_per_turn,
+                self.config.max_findings_per_run - findings_so_far,
+            ),
+        )
+        if len(new_findings) > room:
+            outputs.append(
+                f"[deeprepo] {len(new_findings) - room:,} of the {len(new_findings):,} findings "
+                f"recorded this turn were dropped: a run keeps at most "
+                f"{self.config.max_findings_per_turn:,} a turn and "
+                f"{self.config.max_findings_per_run:,} in all. Record fewer, merged findings."
+            )
+            new_findings = new_findings[:room]
+        limit = self.config.max_turn_output_chars or 4 * self.sandbox_config.output_limit
+        output = cut_middle("\n".join(outputs).strip(), limit) or "[no output]"
         turns_left = self.config.max_turns - index
         if (
             not answer.get("ready")

@@ -61,6 +61,14 @@ class SubDispatcher:
         """Prompts that came back as error strings (refused or failed)."""
         return self.refused + self.failed
 
+    def sub_calls_left(self) -> int | None:
+        """Sub-calls ``--max-sub-calls`` still allows (None: no such limit). The kernel serves
+        no more prompts than this (plus a margin) from one request."""
+        budget = self.model.budget
+        if budget is None or budget.max_sub_calls is None:
+            return None
+        return max(0, budget.max_sub_calls - budget.sub_calls_started)
+
     async def _one(self, prompt: object, system: object) -> tuple[str, _Outcome]:
         """``(answer or error string, outcome)``; never raises for a failed call."""
         if not isinstance(prompt, str):

@@ -28,12 +28,29 @@ __all__ = ["ExecResult", "Kernel", "LlmHandler"]
 
 LlmHandler = Callable[[list[str], str | None], Awaitable[list[str]]]
 """A batch of prompts (and an optional system prompt) -> one answer per prompt; errors as strings."""
+Capacity = Callable[[], int | None]
+"""How many more sub-calls the budget allows (None: no sub-call limit)."""
 
 _ERRORS = ("syntax", "exception", "timeout", "killed", "crashed")
 _SCAFFOLD = ("llm_query", "llm_batch", "add_finding", "set_answer", "file_audit_prompt")
 _RESTORABLE = (*_SCAFFOLD, "codebase", "file_tree", "metadata", "answer")
-_FINDING_KEYS = ("file", "line", "kind", "severity", "title", "detail", "fix", "cwe")
+_FINDING_KEYS = ("file", "line", "end_line", "kind", "severity", "title", "detail", "fix", "cwe")
 _MARK_WAIT_S = 0.5
+_REPLY_BACKLOG = 1 << 20  # reply bytes queued for a kernel that does not read them: stop serving
+_MAX_FINDINGS_PER_CELL = (
+    1000  # a result (forged or not) carries no more; the episode bounds turns and runs
+)
+_FIELD_CHARS = {
+    "file": 1000,
+    "kind": 200,
+    "severity": 50,
+    "title": 1000,
+    "detail": 20_000,
+    "fix": 20_000,
+}
+_NOTES_SLACK = 2048  # the child's own notes after the cut output (a cut, a dropped finding count)
+_MAX_NAMES_SHOWN = 30  # lost variable names in a restart note
+_MAX_NAME_CHARS = 80
 
 
 @dataclass(frozen=True)
@@ -65,11 +82,13 @@ class Kernel:
         config: SandboxConfig,
         mode: str,
         pool: KernelPool | None,
+        capacity: Capacity | None = None,
     ) -> None:
         self.mode = mode
         self.config = config
         self._init_line = init_line
         self._handler = handler
+        self._capacity = capacity
         self._pool = pool
         self._conn: Connection | None = None
         self._lock = asyncio.Lock()
@@ -87,18 +106,21 @@ class Kernel:
         config: SandboxConfig | None = None,
         *,
         pool: KernelPool | None = None,
+        capacity: Capacity | None = None,
     ) -> Kernel:
         """Start a kernel holding ``payload`` (``Codebase.payload()``).
 
         With a ``pool`` whose setup matches ``config``, a pre-started child is used
-        and only the payload is sent. Raises :class:`SandboxError` if no kernel starts.
+        and only the payload is sent. ``capacity`` tells how many sub-calls are left:
+        one request is served for at most that many prompts (plus a small margin), the
+        rest refused with one error. Raises :class:`SandboxError` if no kernel starts.
         """
         config = config or SandboxConfig()
         isolation = resolve_mode(config.mode)
         if pool is not None and pool.key() != (isolation.mode, config.tmp_size_mb):
             pool = None  # its children run another setup: start ours directly
         init = protocol.encode_init(payload, config.child_options())
-        kernel = cls(init, handler, config, isolation.mode, pool)
+        kernel = cls(init, handler, config, isolation.mode, pool, capacity)
         await kernel._boot()
         return kernel
 
@@ -217,6 +239,7 @@ class Kernel:
         dropped_before = conn.lines.dropped
         malformed = 0
         llm_calls = 0
+        refused = 0
         conn.send(protocol.encode({"type": "exec", "id": cell_id, "code": code}))
         deadline = loop.time() + self.config.cell_timeout_s
         outcome: dict[str, Any] | str
@@ -230,16 +253,25 @@ class Kernel:
                     outcome = "died"
                     break
                 assert isinstance(line, bytes)
+                if not line:
+                    continue  # the child starts its messages on a fresh line
                 msg = protocol.decode(line)
                 if msg is None:
                     malformed += 1
                 elif msg["type"] == "llm":
                     waited = loop.time()
-                    reply, count = await self._serve_llm(msg)
+                    reply, count, not_served = await self._serve_llm(msg)
                     llm_calls += count
+                    refused += not_served
                     deadline += loop.time() - waited  # waiting on workers is not the cell's time
                     conn.send(reply)
-                elif msg["type"] == "result" and msg.get("id") == cell_id:
+                    # One request at a time, and none while the kernel leaves its replies
+                    # unread: the parent never holds more than one reply for it.
+                    while conn.backlog() > _REPLY_BACKLOG and loop.time() < deadline:
+                        await asyncio.sleep(0.002)
+                elif (
+                    msg["type"] == "result" and type(msg.get("id")) is int and msg["id"] == cell_id
+                ):
                     outcome = msg
                     break
                 else:
@@ -257,6 +289,11 @@ class Kernel:
                 f"[deeprepo] ignored {malformed} malformed message(s) on the kernel's private pipe "
                 "(something in the cell wrote to it directly)."
             )
+        if refused:
+            notes.append(
+                f"[deeprepo] {refused:,} prompt(s) were refused without being sent: the requests "
+                "asked for more than the sub-call budget had left (see the error in their results)."
+            )
         if isinstance(outcome, dict):
             return await self._finish(conn, outcome, notes, restarted, lost, llm_calls, started)
         return await self._fail(conn, outcome, notes, lost, llm_calls, started)
@@ -271,10 +308,22 @@ class Kernel:
         llm_calls: int,
         started: float,
     ) -> ExecResult:
-        output = msg.get("output") if isinstance(msg.get("output"), str) else ""
-        error = msg.get("error") if msg.get("error") in _ERRORS else None
-        restored = [str(n) for n in _as_list(msg.get("restored")) if n in _RESTORABLE]
-        self._user_vars = [str(n) for n in _as_list(msg.get("user_vars"))]
+        # The message may be forged (a cell can write on the pipe): everything is bounded here.
+        raw = msg.get("output")
+        output = raw if isinstance(raw, str) else ""
+        if len(output) > self.config.output_limit + _NOTES_SLACK:  # a forgery is not cut yet
+            output = protocol.cut_middle(output, self.config.output_limit)
+        output = _text(output)
+        error = (
+            msg.get("error")
+            if isinstance(msg.get("error"), str) and msg["error"] in _ERRORS
+            else None
+        )
+        restored = [
+            n for n in _as_list(msg.get("restored")) if isinstance(n, str) and n in _RESTORABLE
+        ]
+        restored = list(dict.fromkeys(restored))
+        self._user_vars = _clean_names(_as_list(msg.get("user_vars")))
         self._answer = _clean_answer(msg.get("answer"))
         if msg.get("mark") is True:
             stray = await conn.raw_output(int(msg["id"]), _MARK_WAIT_S)
@@ -291,7 +340,9 @@ class Kernel:
             error=error,
             answer=dict(self._answer),
             new_findings=[
-                _clean_finding(f) for f in _as_list(msg.get("findings")) if isinstance(f, dict)
+                _clean_finding(f)
+                for f in _as_list(msg.get("findings"))[:_MAX_FINDINGS_PER_CELL]
+                if isinstance(f, dict)
             ],
             restored=restored,
             restarted=restarted,
@@ -352,25 +403,41 @@ class Kernel:
         await self._boot()
         return lost
 
-    async def _serve_llm(self, msg: dict[str, Any]) -> tuple[bytes, int]:
-        """Answer one ``llm`` request; every item gets a string, failures included."""
+    async def _serve_llm(self, msg: dict[str, Any]) -> tuple[bytes, int, int]:
+        """Answer one ``llm`` request: ``(reply, prompts served, prompts refused)``.
+
+        Every served item gets a string, failures included. Past what the sub-call budget
+        has left (plus a margin), and past ``MAX_REQUEST_ITEMS``, prompts are refused
+        with one error for all of them, so a request of millions costs no more than the
+        prompts it may send.
+        """
         prompts = msg.get("prompts")
-        items: list[object] = list(prompts) if isinstance(prompts, list) else []
+        call_id = msg.get("id") if type(msg.get("id")) is int else None
+        items: list[object] = prompts if isinstance(prompts, list) else []
+        left = self._capacity() if self._capacity is not None else None
+        allowed = protocol.MAX_REQUEST_ITEMS
+        if left is not None:
+            allowed = min(allowed, left + protocol.REQUEST_MARGIN) if left > 0 else 0
+        served = items[:allowed]
+        refused = len(items) - len(served)
         system = msg.get("system")
         limit = self.config.max_prompt_chars
-        results: list[str | None] = [
-            protocol.prompt_error(i, p, limit) for i, p in enumerate(items)
-        ]
-        if system is not None and not isinstance(system, str):
-            results = [f"{protocol.ERROR_PREFIX} system must be a str or None"] * len(items)
+        bad_system = protocol.system_error(system, limit)
+        if bad_system is not None:
+            results: list[str | None] = [bad_system] * len(served)
+        else:
+            results = [protocol.prompt_error(i, p, limit) for i, p in enumerate(served)]
         todo = [i for i, r in enumerate(results) if r is None]
         if todo:
-            batch = [str(items[i]) for i in todo]
+            batch = [str(served[i]) for i in todo]
             answers = await self._call_handler(batch, system if isinstance(system, str) else None)
             for i, answer in zip(todo, answers, strict=True):
                 results[i] = answer
-        reply = {"type": "llm_result", "id": msg.get("id"), "results": results}
-        return protocol.encode(reply), len(items)
+        reply: dict[str, Any] = {"type": "llm_result", "id": call_id, "results": results}
+        if refused:
+            reply["refused"] = refused
+            reply["error"] = protocol.refusal_error(len(items), len(served), left)
+        return protocol.encode(reply), len(served), refused
 
     async def _call_handler(self, batch: list[str], system: str | None) -> list[str]:
         try:
@@ -391,24 +458,50 @@ def _as_list(value: object) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _text(text: str) -> str:
+    """``text`` as valid Unicode: a lone surrogate (a cell can print one) becomes ``?``, so
+    the run log, the report and the next request can be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def _clean_answer(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         return {"content": "", "ready": False}
     content = value.get("content")
     return {
-        "content": content if isinstance(content, str) else "",
+        "content": _text(content) if isinstance(content, str) else "",
         "ready": value.get("ready") is True,
     }
+
+
+def _clean_names(names: list[Any]) -> list[str]:
+    """Variable names from a result, each cut to a readable length, at most MAX_USER_VARS."""
+    out = [
+        _text(n if len(n) <= _MAX_NAME_CHARS else n[: _MAX_NAME_CHARS - 1] + "…")
+        for n in names
+        if isinstance(n, str)
+    ]
+    return out[: protocol.MAX_USER_VARS + 1]
 
 
 def _clean_finding(raw: dict[str, Any]) -> dict[str, Any]:
     out = {k: raw.get(k) for k in _FINDING_KEYS}
     for key in ("file", "kind", "severity", "title", "detail", "fix"):
-        out[key] = "" if out[key] is None else str(out[key])
+        text = "" if out[key] is None else str(out[key])
+        cap = _FIELD_CHARS[key]
+        out[key] = _text(text if len(text) <= cap else text[: cap - 1] + "…")
     if out["cwe"] is not None:
-        out["cwe"] = str(out["cwe"])
-    if not isinstance(out["line"], int) or isinstance(out["line"], bool):
-        out["line"] = 1
+        out["cwe"] = _text(str(out["cwe"])[:50])
+    line = out["line"]
+    if not isinstance(line, int) or isinstance(line, bool) or not 0 < line < 10**9:
+        out["line"] = line = 1
+    end = out["end_line"]
+    if not isinstance(end, int) or isinstance(end, bool) or not line <= end < 10**9:
+        out["end_line"] = line
     return out
 
 
@@ -439,7 +532,10 @@ def _classify_exit(rc: int | None, mode: str) -> tuple[str, str]:
 
 
 def _restart_note(reason: str, lost: list[str]) -> str:
-    names = ", ".join(lost) if lost else "none"
+    shown = _clean_names(lost)[:_MAX_NAMES_SHOWN]
+    names = ", ".join(shown) if shown else "none"
+    if len(lost) > len(shown):
+        names += f" and {len(lost) - len(shown):,} more"
     return (
         f"[deeprepo] {reason}. A fresh kernel was started: codebase, file_tree, metadata and the "
         f"scaffold functions are loaded again and answer keeps its content, but your variables are "

@@ -272,7 +272,8 @@ class KernelPool:
 # ---------------------------------------------------------------------- an attached child
 
 TIMEOUT = object()  # what Connection.next_line returns when the time is up
-_HIGH_WATER = 64 * 1024 * 1024  # queued bytes at which reading the child's messages pauses
+_HIGH_WATER = 16 * 1024 * 1024  # queued bytes at which reading the child's messages pauses
+_LINE_COST = 64  # what a queued line costs beyond its bytes (a flood of empty lines is not free)
 
 
 class _Pipe(asyncio.Protocol):
@@ -331,7 +332,7 @@ class Connection:
     def _on_rpc(self, data: bytes) -> None:
         for line in self.lines.feed(data):
             self._queue.put_nowait(line)
-            self._queued += len(line)
+            self._queued += len(line) + _LINE_COST
         if self._queued > _HIGH_WATER and not self._paused and self._rpc.transport is not None:
             self._paused = True  # a flooding child must not fill the parent's memory
             self._rpc.transport.pause_reading()
@@ -343,6 +344,10 @@ class Connection:
     def send(self, line: bytes) -> None:
         if self._writer is not None and not self._writer.is_closing():
             self._writer.write(line)
+
+    def backlog(self) -> int:
+        """Bytes sent to the child that it has not read yet (beyond what the pipe holds)."""
+        return self._writer.get_write_buffer_size() if self._writer is not None else 0
 
     async def next_line(self, timeout: float) -> bytes | object | None:
         """The next line, None at end of stream, or ``TIMEOUT``."""
@@ -359,7 +364,7 @@ class Connection:
         if line is None:
             queue.put_nowait(None)  # stay at end of stream
             return None
-        self._queued -= len(line)
+        self._queued -= len(line) + _LINE_COST
         if self._paused and self._queued < _HIGH_WATER // 2 and self._rpc.transport is not None:
             self._paused = False
             self._rpc.transport.resume_reading()

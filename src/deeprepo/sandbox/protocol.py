@@ -15,7 +15,8 @@ stdin/stdout, so whatever the cell prints cannot corrupt them)::
       {"type": "init", "options": {...}, "payload": {tree, metadata}, "paths": [...],
        "sizes": [...], "blob_bytes": n} + n raw bytes    once: limits and codebase
       {"type": "exec", "id": n, "code": "..."}
-      {"type": "llm_result", "id": n, "results": ["...", ...]}
+      {"type": "llm_result", "id": n, "results": ["...", ...],
+       "refused": n, "error": "..."}              refused: prompts past "results", one error for all
       {"type": "restore_answer", "content": "..."}   after a restart: the answer text so far
       {"type": "shutdown"}
     child -> parent
@@ -37,8 +38,24 @@ import os
 import traceback
 from typing import Any, AnyStr, Generic
 
-MAX_LINE_BYTES = 64 * 1024 * 1024  # longer lines are dropped by the reader, with a note
-LLM_CHUNK_CHARS = 4_000_000  # a huge llm_batch travels as messages of at most this (≤ 48 MB JSON)
+# A child -> parent line longer than this is dropped by the reader, with a note. It bounds
+# the parent's memory: decoding a line costs at most ~25x its size (a line of "[]," makes
+# a list per 3 bytes), so 8 MiB stays near 200 MB whatever a cell writes on the pipe.
+MAX_LINE_BYTES = 8 * 1024 * 1024
+# A big llm_batch travels as requests of at most this many encoded bytes and prompts; the
+# parent serves one request at a time and refuses prompts past the sub-call budget.
+LLM_CHUNK_BYTES = 4 * 1024 * 1024
+MAX_REQUEST_ITEMS = 10_000
+REQUEST_MARGIN = 16  # prompts served past the budget left, so the budget's own error shows
+# The child writes brackets inside strings as \u escapes, so a real message has few
+# structural ones; a line with more is refused unread (a line of "[]," decodes to 25x its size).
+MAX_CONTAINERS = 4096
+# ``str.translate`` table (a tuple: nothing can change it) escaping brackets after
+# ``json.encoder.encode_basestring_ascii``.
+BRACKETS = tuple(
+    {"[": "\\u005b", "]": "\\u005d", "{": "\\u007b", "}": "\\u007d"}.get(chr(i), chr(i))
+    for i in range(128)
+)
 CELL_END_MARK = b"\x00deeprepo-cell-end:%d\x00"
 ERROR_PREFIX = "[llm error]"
 MAX_USER_VARS = 500  # names reported per cell (a cell could create millions)
@@ -50,7 +67,14 @@ def encode(message: dict[str, Any]) -> bytes:
 
 
 def decode(line: bytes) -> dict[str, Any] | None:
-    """Parse one line; ``None`` when it is not a JSON object with a string ``type``."""
+    """Parse one line; ``None`` when it is not a JSON object with a string ``type``.
+
+    Both sides write ASCII only (:func:`encode`), so other bytes mark a forged line, and the
+    child escapes brackets in strings, so more than ``MAX_CONTAINERS`` of them does too;
+    refusing both keeps what decoding a line costs in memory near its size.
+    """
+    if not line.isascii() or line.count(b"[") + line.count(b"{") > MAX_CONTAINERS:
+        return None
     try:
         value = json.loads(line)
     except (ValueError, RecursionError):
@@ -110,10 +134,64 @@ def encode_result(result: dict[str, Any], max_bytes: int = MAX_LINE_BYTES // 2) 
     if len(line) > max_bytes and isinstance(content, str):
         answer["content"] = content[: max_bytes // 16]
         notes.append("the end of the answer")
+    output = str(result.get("output") or "")
+    if len(line) > max_bytes and len(output) > max_bytes // 16:
+        output = cut_middle(output, max_bytes // 16)
+        notes.append("the middle of the output")
     if notes:
-        output = f"{result.get('output', '')}[deeprepo] the cell's result was too large; dropped: {', '.join(notes)}.\n"
+        output = (
+            f"{output}[deeprepo] the cell's result was too large; dropped: {', '.join(notes)}.\n"
+        )
         line = encode({**result, "findings": findings, "answer": answer, "output": output})
     return line
+
+
+def encode_llm_request(call_id: int, prompts: list[bytes], system: str | None) -> bytes:
+    """An ``llm`` request from prompts already encoded one by one (:func:`encode_text`)."""
+    head = encode({"type": "llm", "id": call_id, "system": system})[:-2]
+    return head + b',"prompts":[' + b",".join(prompts) + b"]}\n"
+
+
+def encode_text(text: str) -> bytes:
+    """One string as JSON the way the child writes it: ASCII, brackets escaped."""
+    return json.dumps(text, ensure_ascii=True).translate(BRACKETS).encode("ascii")
+
+
+def system_error(system: object, max_chars: int) -> str | None:
+    """Why ``system`` cannot be sent, as the error each prompt of the call gets, or None."""
+    if system is None:
+        return None
+    if not isinstance(system, str):
+        return f"{ERROR_PREFIX} system is a {type(system).__name__}, not a str or None, so nothing was sent."
+    if len(system) > max_chars:
+        return (
+            f"{ERROR_PREFIX} system has {len(system):,} chars, over the {max_chars:,}-char limit "
+            "for one prompt, so nothing was sent. Shorten it and put the text in the prompts."
+        )
+    return None
+
+
+def oversized_error(index: int, size: int, max_bytes: int) -> str:
+    """The error for a prompt whose encoding alone is over what one message may carry."""
+    return (
+        f"{ERROR_PREFIX} prompt {index} takes {size:,} bytes on the kernel's pipe (JSON-escaped), "
+        f"over the {max_bytes:,}-byte limit of one message, so nothing was sent for it. "
+        "Split it into smaller prompts."
+    )
+
+
+def refusal_error(asked: int, served: int, left: int | None) -> str:
+    """The one error that stands for every prompt of a request past the ``served`` first."""
+    if left is not None:
+        return (
+            f"{ERROR_PREFIX} budget exhausted (sub_calls): a request of {asked:,} prompts came when "
+            f"{left:,} sub-calls were left, so the last {asked - served:,} were not sent. "
+            "Raise --max-sub-calls or send fewer prompts."
+        )
+    return (
+        f"{ERROR_PREFIX} too many prompts in one request ({asked:,}; at most {MAX_REQUEST_ITEMS:,}), "
+        f"so the last {asked - served:,} were not sent. Call llm_batch, which splits big batches."
+    )
 
 
 def prompt_error(index: int, item: object, max_chars: int) -> str | None:
@@ -132,13 +210,16 @@ def prompt_error(index: int, item: object, max_chars: int) -> str | None:
     return None
 
 
-def chunk_by_size(sizes: list[int], max_chars: int) -> list[list[int]]:
-    """Group indices of items with the given sizes into runs of at most ``max_chars`` total."""
+def chunk_by_size(
+    sizes: list[int], max_size: int, max_items: int = MAX_REQUEST_ITEMS
+) -> list[list[int]]:
+    """Group indices of items with the given sizes into runs of at most ``max_size`` total
+    and ``max_items`` items (an item bigger than ``max_size`` is a run of its own)."""
     chunks: list[list[int]] = []
     current: list[int] = []
     total = 0
     for i, size in enumerate(sizes):
-        if current and total + size > max_chars:
+        if current and (total + size > max_size or len(current) >= max_items):
             chunks.append(current)
             current, total = [], 0
         current.append(i)
