@@ -378,13 +378,13 @@ async def test_answer_and_set_answer(kernel: Kernel) -> None:
 async def test_add_finding_records_this_cells_findings(kernel: Kernel) -> None:
     r = await kernel.exec(
         "add_finding('app/main.py', 4, 'command-injection', 'high', 'os.system on input', cwe='CWE-78')\n"
-        "add_finding('ghost.py', '7', 'bug', 'low', 't', detail='d', fix='f')"
+        "add_finding('ghost.py', '7', 'bug', 'low', 't', detail='d', fix='f', end_line=9)"
     )
     assert r.error is None
     assert r.new_findings == [
-        {"file": "app/main.py", "line": 4, "kind": "command-injection", "severity": "high",
-         "title": "os.system on input", "detail": "", "fix": "", "cwe": "CWE-78"},
-        {"file": "ghost.py", "line": 7, "kind": "bug", "severity": "low", "title": "t",
+        {"file": "app/main.py", "line": 4, "end_line": 4, "kind": "command-injection",
+         "severity": "high", "title": "os.system on input", "detail": "", "fix": "", "cwe": "CWE-78"},
+        {"file": "ghost.py", "line": 7, "end_line": 9, "kind": "bug", "severity": "low", "title": "t",
          "detail": "d", "fix": "f", "cwe": None},
     ]  # fmt: skip
     assert "'ghost.py' is not a file in codebase" in r.output
