@@ -436,6 +436,10 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    # Isolation the parent asked for (cgroup, giving up root, seccomp, Landlock) comes first,
+    # and before the parent-death signal, which a change of uid clears.
+    harden = load_by_path(os.path.join(_HERE, "harden.py"), "_deeprepo_sandbox_harden")
+    argv = harden.apply(argv)
     rfd, wfd = int(argv[1]), int(argv[2])
     # The fixed hash seed is the parent's choice for this interpreter only (reproducible
     # output); the cell's code and its subprocesses see the plain allow-listed environment.
@@ -463,6 +467,7 @@ def main(argv: list[str]) -> int:
         code = msg.get("code")
         cell_id = msg.get("id")
         if isinstance(code, str) and isinstance(cell_id, int):
+            harden.reap_zombies()  # of the processes the parent stopped after the last cell
             session.send_line(protocol.encode_result(session.run_cell(cell_id, code)))
 
     def on_restore_answer(msg: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from deeprepo.sandbox.cgroup import CgroupLimits
+
 SandboxMode = Literal["process", "bwrap", "auto"]
 
 
@@ -25,10 +27,11 @@ class SandboxConfig:
     mode: SandboxMode = "auto"
     cell_timeout_s: float = 120.0
     output_limit: int = 8192  # chars shown to the root, head and tail kept
-    memory_limit_mb: int = 2048  # RLIMIT_AS
+    memory_limit_mb: int = 2048  # RLIMIT_AS per process; with a cgroup, also the whole tree's
     cpu_seconds: int = 600  # RLIMIT_CPU, for the kernel's whole life
+    cpus: float = 1.0  # with a cgroup: CPU time per second for the whole tree (0: no limit)
     max_open_files: int = 256  # RLIMIT_NOFILE
-    max_processes: int = 64  # RLIMIT_NPROC (per uid; the kernel ignores it for root)
+    max_processes: int = 64  # with a cgroup: pids.max of the tree; also RLIMIT_NPROC (per uid)
     max_file_size_mb: int = 64  # RLIMIT_FSIZE
     max_prompt_chars: int = 1_000_000  # one sub-LLM prompt; longer ones become error strings
     tmp_size_mb: int = 256  # size of the private /tmp in bwrap mode (a tmpfs)
@@ -45,6 +48,10 @@ class SandboxConfig:
         for name in ("output_limit", "memory_limit_mb", "cpu_seconds", "max_open_files"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive")
+
+    def cgroup_limits(self) -> CgroupLimits:
+        """The limits of the kernel's cgroup, where one can be made (see ``cgroup.py``)."""
+        return CgroupLimits(self.memory_limit_mb, self.max_processes, self.cpus)
 
     def limits(self) -> dict[str, int]:
         """The resource limits the child applies to itself before running any cell."""

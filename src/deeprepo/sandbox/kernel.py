@@ -22,7 +22,13 @@ from deeprepo.errors import SandboxError
 from deeprepo.sandbox import protocol
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import resolve_mode
-from deeprepo.sandbox.pool import TIMEOUT, Connection, KernelPool, start_child_async
+from deeprepo.sandbox.pool import (
+    TIMEOUT,
+    Connection,
+    KernelPool,
+    pool_key,
+    start_child_async,
+)
 
 __all__ = ["ExecResult", "Kernel", "LlmHandler"]
 
@@ -95,7 +101,7 @@ class Kernel:
         """
         config = config or SandboxConfig()
         isolation = resolve_mode(config.mode)
-        if pool is not None and pool.key() != (isolation.mode, config.tmp_size_mb):
+        if pool is not None and pool.key() != pool_key(isolation.mode, config):
             pool = None  # its children run another setup: start ours directly
         init = protocol.encode_init(payload, config.child_options())
         kernel = cls(init, handler, config, isolation.mode, pool)
@@ -114,7 +120,9 @@ class Kernel:
         from_pool = spawned is not None
         for attempt in (0, 1):
             if spawned is None:
-                spawned = await start_child_async(self.mode, self.config.tmp_size_mb)
+                spawned = await start_child_async(
+                    self.mode, self.config.tmp_size_mb, self.config.cgroup_limits()
+                )
             conn = Connection(spawned, max(256, self.config.output_limit // 4))
             try:
                 await conn.attach()
@@ -126,6 +134,7 @@ class Kernel:
                         )
                     )
                 await self._await_init(conn)
+                spawned.note_kernel()  # before any cell: the kernel is its sandbox's only process
             except BaseException as exc:
                 conn.kill()
                 await conn.close()
@@ -280,6 +289,12 @@ class Kernel:
             stray = await conn.raw_output(int(msg["id"]), _MARK_WAIT_S)
         else:
             stray = conn.stray.take_all()
+        leftovers = conn.child.stop_leftovers()  # a cell's processes end with the cell
+        if leftovers:
+            notes.append(
+                f"[deeprepo] stopped {leftovers} process(es) this cell left running; processes "
+                "do not outlive the cell that started them."
+            )
         if restored:
             notes.append(
                 "[deeprepo] "
