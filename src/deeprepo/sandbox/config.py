@@ -45,6 +45,8 @@ class SandboxConfig:
         if not 0 < self.max_prompt_chars <= 4_000_000:
             # One prompt travels in one message, and the parent drops messages over 64 MB.
             raise ValueError("sandbox max_prompt_chars must be between 1 and 4,000,000")
+        if self.cpus < 0:
+            raise ValueError("sandbox cpus must be 0 (no limit) or positive")
         for name in ("output_limit", "memory_limit_mb", "cpu_seconds", "max_open_files"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive")
