@@ -8,6 +8,12 @@ child moves itself in before it reads any cell (writing ``0`` moves the writer),
 so every process a cell starts is inside. The parent lists the cgroup's
 processes after each cell to stop leftovers and kills them all at the end.
 
+A watchdog process, started with the first cgroup, waits on a pipe that only
+deeprepo holds; when deeprepo is gone (``kill -9`` included) it kills whatever is
+left in deeprepo's cgroups and removes them. In bwrap mode the pid namespace
+already ends with deeprepo; in process mode this is what stops a daemon that a
+running cell double-forked.
+
 cgroup v2 (one unified hierarchy) is used where its ``memory`` and ``pids``
 controllers can be enabled below deeprepo's own cgroup; otherwise the v1
 ``memory``, ``pids`` (and ``cpu``) hierarchies where they are mounted writable.
@@ -23,6 +29,9 @@ import functools
 import itertools
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -230,9 +239,70 @@ def problem() -> str | None:
     return None
 
 
+# Run by the watchdog (python -I -S -c): block until deeprepo's end of the pipe closes, then
+# empty and remove deeprepo's cgroups. It holds no key and reads nothing else.
+_WATCHDOG = """
+import os, signal, sys, time
+fd, prefix, parents = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+while os.read(fd, 1):
+    pass
+for _ in range(50):
+    left = 0
+    for parent in parents:
+        try:
+            names = [n for n in os.listdir(parent) if n.startswith(prefix)]
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(parent, name)
+            try:
+                pids = open(os.path.join(path, 'cgroup.procs')).read().split()
+            except OSError:
+                continue
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                os.rmdir(path)
+            except OSError:
+                left += 1
+    if not left:
+        break
+    time.sleep(0.02)
+"""
+_watchdog_lock = threading.Lock()
+_watchdog: list[int] = []  # the write end deeprepo keeps open (never written)
+
+
+def _ensure_watchdog(parents: list[str]) -> None:
+    with _watchdog_lock:
+        if _watchdog:
+            return
+        read_fd, write_fd = os.pipe()
+        try:
+            subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_fd), _PREFIX, *parents],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(read_fd,),
+                start_new_session=True,  # a terminal's Ctrl-C is deeprepo's to handle, not its
+            )
+        except OSError:
+            os.close(write_fd)
+            return
+        finally:
+            os.close(read_fd)
+        _watchdog.append(write_fd)
+
+
 def create(limits: CgroupLimits) -> KernelCgroup:
     """A new cgroup with ``limits``; raises :class:`CgroupUnavailable` (an ``OSError``)."""
     layout = _layout()
+    _ensure_watchdog(list(layout.parents.values()))
     name = f"{_PREFIX}{next(_counter)}"
     dirs: dict[str, str] = {}
     group = KernelCgroup(layout.version, dirs)  # fills as the directories are made
