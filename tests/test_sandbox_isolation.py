@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -247,6 +248,17 @@ async def test_process_mode_keeps_the_parent_and_its_environment_out_of_reach(
         if landlock_abi() >= 6:
             r = await k.exec(iso.SIGNAL_PARENT)
             assert r.output.split()[0] == "PermissionError", r.output
+        if landlock_abi() >= 4:
+            server = socket.socket()
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            port = server.getsockname()[1]
+            r = await k.exec(
+                f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), 2)\n"
+                "    print('connected')\nexcept OSError as e:\n    print(type(e).__name__)"
+            )
+            server.close()
+            assert r.output == "PermissionError\n"  # Landlock: no TCP at all
         if landlock_abi():
             home = os.path.expanduser("~")
             r = await k.exec(f"open({os.path.join(home, 'dr-landlock-probe')!r}, 'w')")
