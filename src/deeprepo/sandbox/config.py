@@ -15,9 +15,10 @@ class SandboxConfig:
     """How a kernel is isolated and bounded.
 
     ``mode``: ``"bwrap"`` runs the child in a bubblewrap sandbox (no network, a pid
-    namespace, only system paths read-only plus a private ``/tmp``); ``"process"`` runs a
-    plain child process with resource limits and a scrubbed environment; ``"auto"``
-    takes bwrap when it works on this machine, else process with one warning.
+    namespace, only system paths read-only plus a private ``/tmp``, never as host root);
+    ``"process"`` runs a plain child process with resource limits, a scrubbed
+    environment, seccomp and Landlock where available; ``"auto"`` takes bwrap and, where
+    bwrap cannot run, refuses (``SandboxRefused``) rather than fall back to process.
 
     ``cell_timeout_s`` counts the time the child's code runs, not the time the parent
     spends answering its ``llm_query``/``llm_batch`` calls (the episode's own timeout

@@ -56,7 +56,7 @@ _ROOT_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 @dataclass(frozen=True)
 class Isolation:
-    """The mode a kernel really runs in, and a note to show the user once (auto fallback)."""
+    """The mode a kernel really runs in, and a note to show the user (process mode's limits)."""
 
     mode: Literal["process", "bwrap"]
     note: str | None = None

@@ -13,8 +13,9 @@ What it refuses, and why:
   ``pidfd_getfd`` (a cell could otherwise rewrite the sandbox's init and clear
   its parent-death signal, or read another process's memory);
 - namespaces and mounts: ``unshare``, ``setns``, ``clone`` with any ``CLONE_NEW*``
-  flag (``clone3`` answers ENOSYS, so libc falls back to ``clone``), ``mount`` and the new mount API, ``pivot_root``,
-  ``chroot`` (a new user namespace is the usual first step of kernel exploits);
+  flag (``clone3`` answers ENOSYS, so libc falls back to ``clone``), ``mount`` and the
+  new mount API, ``pivot_root``, ``chroot`` (a new user namespace is the usual first
+  step of kernel exploits);
 - kernel attack surface no cell needs: the keyring (``keyctl``, ``add_key``,
   ``request_key``), ``bpf``, ``perf_event_open``, ``userfaultfd``,
   ``io_uring_*`` (its operations bypass seccomp), modules, ``kexec``, ``reboot``,
