@@ -290,3 +290,15 @@ def _marked(marker: str) -> list[int]:
         if any(needle in b for b in blobs):
             found.append(int(entry))
     return found
+
+
+def test_process_mode_as_root_refuses_without_nobody_or_landlock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import deeprepo.sandbox.isolation as isolation
+    from deeprepo.errors import SandboxRefused
+
+    monkeypatch.setattr(isolation, "process_drop_args", lambda python: ["--drop-caps"])
+    monkeypatch.setattr(isolation, "landlock_abi", lambda: 0)
+    with pytest.raises(SandboxRefused, match="Install bubblewrap"):
+        isolation.resolve_mode("process")

@@ -274,7 +274,7 @@ for _ in range(50):
     time.sleep(0.02)
 """
 _watchdog_lock = threading.Lock()
-_watchdog: list[int] = []  # the write end deeprepo keeps open (never written)
+_watchdog: list[tuple[int, subprocess.Popen[bytes]]] = []  # the write end deeprepo keeps
 
 
 def _ensure_watchdog(parents: list[str]) -> None:
@@ -283,7 +283,7 @@ def _ensure_watchdog(parents: list[str]) -> None:
             return
         read_fd, write_fd = os.pipe()
         try:
-            subprocess.Popen(
+            proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_fd), _PREFIX, *parents],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -296,7 +296,7 @@ def _ensure_watchdog(parents: list[str]) -> None:
             return
         finally:
             os.close(read_fd)
-        _watchdog.append(write_fd)
+        _watchdog.append((write_fd, proc))  # open (never written) as long as deeprepo lives
 
 
 def create(limits: CgroupLimits) -> KernelCgroup:

@@ -101,7 +101,7 @@ def install_seccomp(fd: int) -> None:
     if not program or len(program) % 8:
         _fail("reading the seccomp filter")
     buf = ctypes.create_string_buffer(program, len(program))
-    fprog = struct.pack("HxxxxxxQ", len(program) // 8, ctypes.addressof(buf))
+    fprog = struct.pack("HP", len(program) // 8, ctypes.addressof(buf))  # struct sock_fprog
     _prctl(_PR_SET_NO_NEW_PRIVS, 1, "PR_SET_NO_NEW_PRIVS")
     fprog_buf = ctypes.create_string_buffer(fprog, len(fprog))
     if _libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog_buf, 0, 0) != 0:

@@ -258,6 +258,13 @@ def resolve_mode(requested: str) -> Isolation:
     name. "bwrap" where it cannot run raises :class:`SandboxError`.
     """
     if requested == "process":
+        if "--drop-caps" in process_drop_args(python_executable()) and not landlock_abi():
+            raise SandboxRefused(
+                "refusing --sandbox process as root here: the interpreter is not readable by "
+                "other users (so the kernel cannot become nobody) and the kernel has no "
+                "Landlock, so model-written code could write any file root owns. Install "
+                "bubblewrap, or run deeprepo as an ordinary user."
+            )
         return Isolation("process", process_mode_note())
     if requested not in ("bwrap", "auto"):
         raise SandboxError(f"unknown sandbox mode {requested!r}: use auto, bwrap or process")
