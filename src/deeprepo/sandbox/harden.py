@@ -202,8 +202,15 @@ def apply(argv: list[str]) -> list[str]:
 
 
 def reap_zombies() -> None:
-    """Reap this process's exited children: the parent kills what a cell leaves running, and
-    their zombies would otherwise count against the process limits of later cells."""
+    """Reap this process's children that died of SIGKILL (the parent stops what a cell leaves
+    running): their zombies would otherwise count against the process limits of later cells.
+    Children that exited on their own are left to the cell's own ``wait``."""
+    try:
+        first = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return
+    if first is None:
+        return  # no exited child: the usual case, one system call
     me = os.getpid()
     try:
         tids = os.listdir(f"/proc/{me}/task")
@@ -217,9 +224,8 @@ def reap_zombies() -> None:
             continue
         for pid in kids:
             try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    data = f.read()
-                if data[data.rfind(b")") + 2 : data.rfind(b")") + 3] == b"Z":
-                    os.waitpid(pid, os.WNOHANG)
-            except (OSError, ValueError):
+                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                if info is not None and info.si_code == os.CLD_KILLED and info.si_status == 9:
+                    os.waitpid(pid, 0)
+            except OSError:
                 continue
