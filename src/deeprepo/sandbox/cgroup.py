@@ -29,7 +29,6 @@ import functools
 import itertools
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -274,7 +273,7 @@ for _ in range(50):
     time.sleep(0.02)
 """
 _watchdog_lock = threading.Lock()
-_watchdog: list[tuple[int, subprocess.Popen[bytes]]] = []  # the write end deeprepo keeps
+_watchdog: list[int] = []  # deeprepo's end of the watchdog's pipe: open, never written
 
 
 def _ensure_watchdog(parents: list[str]) -> None:
@@ -283,20 +282,26 @@ def _ensure_watchdog(parents: list[str]) -> None:
             return
         read_fd, write_fd = os.pipe()
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read_fd), _PREFIX, *parents],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=(read_fd,),
-                start_new_session=True,  # a terminal's Ctrl-C is deeprepo's to handle, not its
+            # posix_spawn, not Popen: deeprepo never waits for it (it outlives deeprepo by
+            # design), and a Popen left running warns at exit. Its pipe end becomes fd 3.
+            os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, "3", _PREFIX, *parents],
+                {},
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, read_fd, 3),
+                ],
+                setsid=True,  # a terminal's Ctrl-C is deeprepo's to handle, not its
             )
         except OSError:
             os.close(write_fd)
             return
         finally:
             os.close(read_fd)
-        _watchdog.append((write_fd, proc))  # open (never written) as long as deeprepo lives
+        _watchdog.append(write_fd)
 
 
 def create(limits: CgroupLimits) -> KernelCgroup:
