@@ -66,15 +66,19 @@ class SpawnedChild:
     def kill(self) -> None:
         """Kill the child's whole process group (in bwrap mode, its pid namespace goes with it)
         and everything in its cgroup."""
+        if self.group is not None:
+            self.group.kill()  # the whole tree, the kernel included
+        elif self.mode != "bwrap" and self.proc.poll() is None:
+            # Stopped first, the kernel forks no more while its tree is killed; once dead,
+            # its children would be re-parented out of reach.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.proc.pid, signal.SIGSTOP)
+            kill_all(lambda: descendants(self.proc.pid), wait_s=0.2)
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
-        if self.group is not None:
-            self.group.kill()
-        else:
-            kill_all(self._tree)
 
     def note_kernel(self) -> None:
         """Remember the kernel interpreter's pid; call once it has said "ready", before any cell."""
