@@ -302,3 +302,41 @@ def test_process_mode_as_root_refuses_without_nobody_or_landlock(
     monkeypatch.setattr(isolation, "landlock_abi", lambda: 0)
     with pytest.raises(SandboxRefused, match="Install bubblewrap"):
         isolation.resolve_mode("process")
+
+
+def test_cgroup_knobs_v2_and_v1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Plain directories stand in for cgroupfs: the knobs written are what the kernel reads.
+    limits = cgroup.CgroupLimits(memory_mb=2048, processes=64, cpus=1.5)
+    monkeypatch.setattr(cgroup, "_layout", lambda: cgroup._Layout(2, {"unified": str(tmp_path)}))
+    monkeypatch.setattr(cgroup, "_ensure_watchdog", lambda parents: None)
+    group = cgroup.create(limits)
+    path = Path(group.dirs["unified"])
+    assert path.parent == tmp_path and path.name.startswith(f"deeprepo-{os.getpid()}-")
+    knobs = {
+        f: (path / f).read_text() for f in ("memory.max", "memory.swap.max", "pids.max", "cpu.max")
+    }
+    assert knobs == {
+        "memory.max": str(2048 * 2**20),
+        "memory.swap.max": "0",
+        "pids.max": "64",
+        "cpu.max": "150000 100000",
+    }
+    (path / "cgroup.procs").write_text("101\n102\n")
+    assert group.pids() == [101, 102]
+    (path / "cgroup.kill").write_text("")
+    group.kill()
+    assert (path / "cgroup.kill").read_text() == "1"
+
+    v1 = {c: tmp_path / "v1" / c for c in ("memory", "pids", "cpu")}
+    for d in v1.values():
+        d.mkdir(parents=True)
+    monkeypatch.setattr(
+        cgroup, "_layout", lambda: cgroup._Layout(1, {c: str(d) for c, d in v1.items()})
+    )
+    group = cgroup.create(limits)
+    mem, pids, cpu = (Path(group.dirs[c]) for c in ("memory", "pids", "cpu"))
+    assert (mem / "memory.limit_in_bytes").read_text() == str(2048 * 2**20)
+    assert (mem / "memory.memsw.limit_in_bytes").read_text() == str(2048 * 2**20)
+    assert (pids / "pids.max").read_text() == "64"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "150000"
+    assert (cpu / "cpu.cfs_period_us").read_text() == "100000"

@@ -192,12 +192,17 @@ def _layout() -> _Layout:
     own, mounts = _own_paths(), _mounts()
     errors: list[str] = []
     if "unified" in mounts and "unified" in own:
-        try:
-            parent = _v2_parent(mounts["unified"], own["unified"])
-            _probe(parent)
-            return _Layout(2, {"unified": parent})
-        except OSError as exc:
-            errors.append(str(exc) if isinstance(exc, CgroupUnavailable) else f"cgroup v2: {exc}")
+        # Below our own cgroup, else (root, whose own cgroup holds processes and so cannot
+        # delegate controllers) below the hierarchy's root, which that rule exempts.
+        for base in dict.fromkeys([own["unified"], "/"]):
+            try:
+                parent = _v2_parent(mounts["unified"], base)
+                _probe(parent)
+                return _Layout(2, {"unified": parent})
+            except OSError as exc:
+                errors.append(
+                    str(exc) if isinstance(exc, CgroupUnavailable) else f"cgroup v2: {exc}"
+                )
     if "memory" in mounts and "pids" in mounts:
         parents = {
             name: os.path.join(mounts[name], own.get(name, "/").lstrip("/"))
