@@ -66,10 +66,18 @@ class SandboxConfig:
             "file_size_mb": self.max_file_size_mb,
         }
 
-    def child_options(self) -> dict[str, Any]:
-        """What the child needs to know, sent with the codebase in the init message."""
+    def child_options(self, *, tree_limited: bool = False) -> dict[str, Any]:
+        """What the child needs to know, sent with the codebase in the init message.
+
+        ``tree_limited``: the kernel has a cgroup whose ``pids.max`` bounds its tree, so no
+        ``RLIMIT_NPROC``, which counts every process of the uid: kernels running as nobody
+        would share one budget, and one kernel's fork bomb would starve the others.
+        """
+        limits = self.limits()
+        if tree_limited:
+            limits.pop("processes")
         return {
-            "limits": self.limits(),
+            "limits": limits,
             "output_limit": self.output_limit,
             "max_prompt_chars": self.max_prompt_chars,
         }

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from deeprepo.errors import SandboxError
-from deeprepo.sandbox import protocol
+from deeprepo.sandbox import cgroup, protocol
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import resolve_mode
 from deeprepo.sandbox.pool import (
@@ -103,7 +103,8 @@ class Kernel:
         isolation = resolve_mode(config.mode)
         if pool is not None and pool.key() != pool_key(isolation.mode, config):
             pool = None  # its children run another setup: start ours directly
-        init = protocol.encode_init(payload, config.child_options())
+        options = config.child_options(tree_limited=cgroup.problem() is None)
+        init = protocol.encode_init(payload, options)
         kernel = cls(init, handler, config, isolation.mode, pool)
         await kernel._boot()
         return kernel
