@@ -121,24 +121,32 @@ def daemon(marker: str, seconds: int = 600) -> str:
     )
 
 
-def tree_memory(children: int, mb: int, hold_s: float = 1.5) -> str:
-    """Fork ``children`` processes that each fill ``mb`` MB and hold it. Prints how many
-    reported their memory filled (a tree limit stops some), then ``done``."""
+def tree_memory(children: int, mb: int, wait_s: float = 30.0) -> str:
+    """Fork ``children`` processes that each fill ``mb`` MB and hold it until all have
+    reported or died (so they overlap, however slow the machine). Prints how many filled
+    their memory (a limit on the tree stops some), then ``done``."""
     return (
-        "import os, time\nr, w = os.pipe()\npids = []\n"
+        "import os, time\nr, w = os.pipe()\nhold_r, hold_w = os.pipe()\npids = []\n"
         f"for _ in range({children}):\n"
         "    pid = os.fork()\n"
         "    if pid == 0:\n"
+        "        os.close(hold_w)\n"
         "        try:\n"
         f"            block = bytearray(b'\\x01') * ({mb} * 2**20)\n"
         "            os.write(w, b'1')\n"
-        f"            time.sleep({hold_s})\n"
+        "            os.read(hold_r, 1)  # until the parent lets go\n"
         "        finally:\n            os._exit(0)\n"
         "    pids.append(pid)\n"
-        "os.close(w)\n"
-        "for pid in pids:\n    os.waitpid(pid, 0)\n"
-        "got = b''\nwhile chunk := os.read(r, 64):\n    got += chunk\n"
-        "print(len(got))\nprint('done')"
+        "os.close(w)\nos.set_blocking(r, False)\n"
+        f"got, live, deadline = 0, set(pids), time.monotonic() + {wait_s}\n"
+        "while got + len(pids) - len(live) < len(pids) and time.monotonic() < deadline:\n"
+        "    try:\n        got += len(os.read(r, 64))\n    except BlockingIOError:\n        pass\n"
+        "    for pid in list(live):\n"
+        "        if os.waitpid(pid, os.WNOHANG)[0]:\n            live.discard(pid)\n"
+        "    time.sleep(0.01)\n"
+        "os.close(hold_w)\n"
+        "for pid in live:\n    os.waitpid(pid, 0)\n"
+        "print(got)\nprint('done')"
     )
 
 

@@ -52,7 +52,7 @@ TURNS: list[str] = [
     iso.fill(("/", "/dev", "/dev/shm", "/tmp"), 700, file_mb=32),
     iso.SYSCALLS,
     iso.daemon(MARK),
-    iso.tree_memory(4, 900, hold_s=2.0),
+    iso.tree_memory(4, 900),
     FINAL,
 ]
 
