@@ -340,3 +340,12 @@ def test_cgroup_knobs_v2_and_v1(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (pids / "pids.max").read_text() == "64"
     assert (cpu / "cpu.cfs_quota_us").read_text() == "150000"
     assert (cpu / "cpu.cfs_period_us").read_text() == "100000"
+
+
+def test_cgroup_v2_parent_needs_memory_and_pids(tmp_path: Path) -> None:
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (tmp_path / "cgroup.subtree_control").write_text("io\n")
+    assert cgroup._v2_parent(str(tmp_path), "/") == str(tmp_path) + "/"
+    (tmp_path / "cgroup.controllers").write_text("cpu io hugetlb\n")
+    with pytest.raises(cgroup.CgroupUnavailable, match="no memory/pids"):
+        cgroup._v2_parent(str(tmp_path), "/")

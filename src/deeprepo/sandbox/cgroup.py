@@ -172,16 +172,16 @@ def _v2_parent(mount: str, own: str) -> str:
     with open(os.path.join(parent, "cgroup.subtree_control")) as f:
         enabled = set(f.read().split())
     wanted = [c for c in ("memory", "pids", "cpu") if c in available and c not in enabled]
-    if wanted:
+    failure = ""
+    # One at a time: cpu may refuse (realtime tasks) where memory and pids would not.
+    for controller in wanted:
         try:
-            _write(
-                os.path.join(parent, "cgroup.subtree_control"), " ".join(f"+{c}" for c in wanted)
-            )
-        except OSError as exc:  # EBUSY: processes live in our own cgroup (no internal processes)
-            if {"memory", "pids"} - enabled:
-                raise CgroupUnavailable(
-                    f"cannot enable memory/pids controllers below {parent} ({exc.strerror})"
-                ) from exc
+            _write(os.path.join(parent, "cgroup.subtree_control"), f"+{controller}")
+            enabled.add(controller)
+        except OSError as exc:  # EBUSY: processes live in this cgroup (no internal processes)
+            failure = failure or exc.strerror or str(exc)
+    if {"memory", "pids"} - enabled:
+        raise CgroupUnavailable(f"cannot enable memory/pids controllers below {parent} ({failure})")
     return parent
 
 
