@@ -70,7 +70,7 @@ def test_bwrap_as_root_has_no_user_namespace_and_a_read_only_root() -> None:
     adds = [argv[i + 1] for i, a in enumerate(argv) if a == "--cap-add"]
     assert adds == ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]  # dropped by the child at once
     i = argv.index("--remount-ro")
-    assert argv[i : i + 4] == ["--remount-ro", "/dev", "--remount-ro", "/"]
+    assert argv[i : i + 6] == ["--remount-ro", "/proc", "--remount-ro", "/dev", "--remount-ro", "/"]
     assert argv[argv.index("--seccomp") + 1] == "9"
     for mount, size in (("/tmp", 8), ("/dev/shm", 8)):
         j = argv.index(mount)
@@ -127,6 +127,11 @@ async def test_host_sysctls_cannot_be_written(kernel: Kernel) -> None:
     r = await kernel.exec(iso.sysctl_write())
     results = r.output.split()
     assert len(results) == 3 and "wrote" not in results, r.output
+    r = await kernel.exec(
+        "print([l.split()[5].split(',')[0] for l in open('/proc/self/mountinfo')"
+        " if l.split()[4] == '/proc'])"
+    )
+    assert r.output == "['ro']\n"  # read-only whatever the uid: /proc/sys with it
     assert Path("/proc/sys/kernel/core_pattern").read_text() == before
     await usable(kernel)
 

@@ -189,8 +189,9 @@ def bwrap_argv(
             argv += ["--ro-bind", path, path]
             bound.append(path)
     # The root tmpfs bwrap builds and the /dev it fills are writable (and uncapped) unless
-    # remounted; /proc/sys is already read-only (bwrap covers it, and uid nobody owns none of it).
-    argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    # remounted. /proc read-only makes /proc/sys so whatever the uid (bwrap does not cover
+    # /proc/sys in every setup); nothing the kernel does writes to /proc.
+    argv += ["--remount-ro", "/proc", "--remount-ro", "/dev", "--remount-ro", "/"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--chdir", "/tmp", "--clearenv"]
