@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Set deeprepo up on a fresh machine: system packages (bubblewrap for the kernel
-# sandbox, git), a virtualenv in .venv, and the package with its dev extras.
+# Set deeprepo up on a fresh machine: system packages (bubblewrap and libseccomp for the
+# kernel sandbox, git), a virtualenv in .venv, and the package with its dev extras.
 # Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,14 +8,18 @@ cd "$(dirname "$0")/.."
 want=()
 command -v bwrap >/dev/null 2>&1 || want+=(bubblewrap)
 command -v git >/dev/null 2>&1 || want+=(git)
+# libseccomp builds the kernel's seccomp filter (loaded through ctypes; see docs/security.md).
+libs=$(ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null || true)
+[[ $libs == *libseccomp.so.2* ]] || want+=(libseccomp2)
 if [ ${#want[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "setup: installing ${want[*]} with apt-get"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}" >/dev/null) \
-      || echo "setup: warning: could not install ${want[*]}; the sandbox falls back to process isolation"
+      || echo "setup: warning: could not install ${want[*]}; without bubblewrap deeprepo runs" \
+              "model-written code only with --sandbox process"
   else
     echo "setup: warning: ${want[*]} missing and not installable here (need root + apt-get);" \
-         "the sandbox will fall back to process isolation"
+         "without bubblewrap deeprepo runs model-written code only with --sandbox process"
   fi
 fi
 

@@ -127,7 +127,9 @@ def check_home(t: dict[str, Any], ctx: Ctx) -> None:
 
 
 def check_system_paths(t: dict[str, Any], ctx: Ctx) -> None:
-    assert t["output"].splitlines()[1:] == ["30", "30", "False False"]  # EROFS, no host /etc
+    lines = t["output"].splitlines()
+    # EROFS, or EACCES where the kernel runs as nobody (deeprepo as root); no host /etc
+    assert lines[1] in ("13", "30") and lines[2] in ("13", "30") and lines[3] == "False False"
     assert not os.path.exists("/etc/deeprepo-e2e-marker")
 
 
@@ -146,7 +148,12 @@ def check_tcp(t: dict[str, Any], ctx: Ctx) -> None:
 def check_fork_bomb(t: dict[str, Any], ctx: Ctx) -> None:
     assert t["error"] == "timeout"
     out = t["output"]
-    assert out.startswith("[block 1 of 2]\nbombed\n[block 2 of 2]\n")
+    # The bomb's processes are stopped when its cell ends, before the next block runs.
+    assert re.match(
+        r"\[block 1 of 2\]\nbombed\n\[deeprepo\] stopped \d+ process\(es\) this cell left "
+        r"running; .*\n\[block 2 of 2\]\n",
+        out,
+    ), out
     assert f"{CELL_TIMEOUT}s limit and was stopped" in out and "A fresh kernel" in out
 
 

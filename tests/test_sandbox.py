@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from deeprepo.errors import SandboxError
+from deeprepo.errors import SandboxError, SandboxRefused
 from deeprepo.orchestrator import prompts
 from deeprepo.sandbox import isolation, protocol
 from deeprepo.sandbox.child import ReadOnlyDict
@@ -480,18 +479,18 @@ async def test_pool_start_uses_a_prestarted_child(pool: KernelPool, handler: Fak
         assert k.pid not in {child.pid for child in pool._idle} | idle_pids
 
 
-async def test_auto_falls_back_to_process_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_auto_refuses_to_run_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(isolation, "bwrap_problem", lambda: "bwrap is not installed")
-    monkeypatch.setattr(isolation, "_warned", False)
-    with pytest.warns(RuntimeWarning, match="bubblewrap sandbox unavailable"):
-        first = isolation.resolve_mode("auto")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        second = isolation.resolve_mode("auto")
-    assert first.mode == second.mode == "process"
-    assert second.note is not None and "bwrap is not installed" in second.note
+    with pytest.raises(SandboxRefused, match="install bubblewrap") as refused:
+        isolation.resolve_mode("auto")
+    assert "--sandbox process" in str(refused.value) and "\n" not in str(refused.value)
+    assert refused.value.exit_code == 2
     with pytest.raises(SandboxError, match="--sandbox process"):
         isolation.resolve_mode("bwrap")
+    monkeypatch.setattr(isolation, "_warned", set())
+    with pytest.warns(RuntimeWarning, match="--sandbox process"):
+        chosen = isolation.resolve_mode("process")  # asked for by name: runs, with a warning
+    assert chosen.mode == "process" and chosen.note is not None
 
 
 def test_config_rejects_bad_values() -> None:

@@ -98,6 +98,21 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def gone(pids: set[int], wait_s: float = 2.0) -> bool:
+    """Whether all of ``pids`` are dead (zombies count as dead), waiting up to ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not alive(pids)
+
+
 def alive(pids: set[int]) -> set[int]:
     out = set()
     for pid in pids:
@@ -161,7 +176,8 @@ async def test_05_system_paths_are_read_only_and_etc_is_not_the_hosts(kernel: Ke
     marker = "/etc/deeprepo-attack-marker"
     r = await kernel.exec(cells.system_paths(marker))
     lines = r.output.splitlines()
-    assert lines[1:] == ["30", "30", "False False"]  # EROFS; and no host /etc at all
+    # EROFS, or EACCES where the kernel runs as nobody (deeprepo as root); and no host /etc at all
+    assert lines[1] in ("13", "30") and lines[2] in ("13", "30") and lines[3] == "False False"
     assert not os.path.exists(marker)  # whatever the sandbox's own /etc took, the host's did not
     await usable(kernel)
 
@@ -202,30 +218,27 @@ async def test_08_dns_resolution_fails(kernel: Kernel) -> None:
 # ---------------------------------------------------------------- processes
 
 
-async def test_09_bounded_fork_bomb_dies_with_the_kernel(kernel: Kernel) -> None:
-    r = await kernel.exec(cells.bounded_fork(40))
+async def test_09_bounded_fork_bomb_dies_with_the_cell(kernel: Kernel) -> None:
+    r = await kernel.exec(cells.bounded_fork(40, comm="dr-fork09"))
     assert r.error is None
+    started = int(r.output.splitlines()[0])
+    assert started > 0  # RLIMIT_NPROC or pids.max may stop a busy machine short of 40
+    assert f"stopped {started} process(es) this cell left running" in r.output
     assert kernel.pid is not None
-    forked = descendants(kernel.pid)
-    # As root RLIMIT_NPROC does not apply and all 40 start; a busy non-root user may get fewer.
-    assert len(forked) >= int(r.output)
-    r = await kernel.exec(cells.INFINITE_LOOP)
-    assert (r.error, r.restarted) == ("timeout", True)
-    time.sleep(0.1)
-    assert alive(forked) == set()
+    kernel_pid = kernel._conn.child.kernel_pid if kernel._conn else None  # named so too
+    assert gone({p for p in descendants(kernel.pid) if comm(p) == "dr-fork09"} - {kernel_pid})
+    r = await kernel.exec(cells.bounded_fork(40))  # the zombies were reaped: all 40 again
+    assert int(r.output.splitlines()[0]) == started
     await usable(kernel)
 
 
 @needs_bwrap
 async def test_10_setsid_grandchild_cannot_outlive_the_sandbox(kernel: Kernel) -> None:
     r = await kernel.exec(cells.setsid_escape())
-    assert r.output == "spawned\n"
+    assert r.output.startswith("spawned\n")
+    assert "stopped 1 process(es) this cell left running" in r.output
     assert kernel.pid is not None
-    escaped = descendants(kernel.pid)
-    assert escaped
-    await kernel.exec(cells.os_exit(0))
-    time.sleep(0.1)
-    assert alive(escaped) == set()
+    assert len(alive(descendants(kernel.pid))) == 2  # bwrap's init and the kernel: no other
     await usable(kernel)
 
 

@@ -12,6 +12,7 @@ its message says what the user can do next::
     │   └── ProviderUnreachable the server cannot be reached: refused, DNS, TLS (fails fast)
     ├── BudgetExceeded          a cost / sub-call / time budget is spent
     └── SandboxError            the kernel could not be started or talked to
+        └── SandboxRefused      no sandbox strong enough for model-written code (exit code 2)
 """
 
 from __future__ import annotations
@@ -90,3 +91,9 @@ class BudgetExceeded(DeeprepoError):
 
 class SandboxError(DeeprepoError):
     """The sandbox kernel could not be started or stopped answering."""
+
+
+class SandboxRefused(SandboxError):
+    """No isolation strong enough to run model-written code here; the message names the fix."""
+
+    exit_code = 2

@@ -34,6 +34,7 @@ from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.isolation import resolve_mode
 from deeprepo.sandbox.pool import KernelPool
 
 __all__ = ["ENVIRONMENT_NAME", "EvalOptions", "EvalRun", "default_eval_dir", "run_eval"]
@@ -198,6 +199,7 @@ async def run_eval(
         )
     config = EpisodeConfig(max_turns=options.max_turns, timeout_s=options.timeout_s)
     sandbox = SandboxConfig(mode=options.sandbox)  # type: ignore[arg-type]
+    resolve_mode(sandbox.mode)  # no bwrap under auto: one refusal now, not one per rollout
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(options.concurrency)
     # A warm pool cuts a kernel's start latency, not its CPU: on a busy 2-core machine

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 _HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOCOL_PATH = os.path.join(_HERE, "protocol.py")
 PROMPTS_PATH = os.path.join(os.path.dirname(_HERE), "orchestrator", "prompts.py")
-HARDEN_PATH = os.path.join(_HERE, "harden.py")  # process isolation, where the package has it
+HARDEN_PATH = os.path.join(_HERE, "harden.py")  # process isolation: cgroup, nobody, seccomp
 SCAFFOLD = (
     "llm_query",
     "llm_batch",
@@ -1066,9 +1066,8 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
     protocol = load_source(PROTOCOL_PATH, "_deeprepo_sandbox_protocol", private_builtins)
     prompts = load_source(PROMPTS_PATH, "_deeprepo_prompts", private_builtins)
     kernel = _Kernel(rfd, wfd, submit)
-    reap = None
-    if os.path.exists(HARDEN_PATH):  # zombies of processes the parent stopped after a cell
-        reap = load_source(HARDEN_PATH, "_deeprepo_sandbox_harden", private_builtins).reap_zombies
+    # Zombies of the processes the parent stopped after a cell are reaped before the next.
+    reap = load_source(HARDEN_PATH, "_deeprepo_sandbox_harden", private_builtins).reap_zombies
     close = os.close
 
     def after_fork() -> None:
@@ -1105,8 +1104,7 @@ def _serve(rfd: int, wfd: int, submit: Any) -> None:
         elif kind == "exec":
             code, cell_id = msg.get("code"), msg.get("id")
             if type(code) is str and type(cell_id) is int:
-                if reap is not None:
-                    reap()
+                reap()
                 # The leading newline ends whatever partial line the cell left on the pipe.
                 kernel.send_line(b"\n" + kernel.run_cell(cell_id, code))
         elif kind == "restore_answer":
@@ -1176,11 +1174,9 @@ def main(argv: list[str]) -> int:
 
 
 def _harden(argv: list[str]) -> list[str]:
-    """Isolation the parent asked for in ``argv`` (``harden.py``, where the package has it:
-    cgroup, giving up root, seccomp, Landlock) comes first, and before the parent-death
+    """Isolation the parent asked for in ``argv`` (``harden.py``: cgroup, giving up root,
+    seccomp, Landlock) comes first, and before the parent-death
     signal, which a change of uid clears; the arguments that are not its own."""
-    if not os.path.exists(HARDEN_PATH):
-        return argv
     harden = load_source(HARDEN_PATH, "_deeprepo_sandbox_harden", dict(builtins.__dict__))
     return list(harden.apply(argv))
 

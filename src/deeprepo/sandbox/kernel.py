@@ -19,10 +19,16 @@ from types import TracebackType
 from typing import Any
 
 from deeprepo.errors import SandboxError
-from deeprepo.sandbox import protocol
+from deeprepo.sandbox import cgroup, protocol
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import resolve_mode
-from deeprepo.sandbox.pool import TIMEOUT, Connection, KernelPool, start_child_async
+from deeprepo.sandbox.pool import (
+    TIMEOUT,
+    Connection,
+    KernelPool,
+    pool_key,
+    start_child_async,
+)
 
 __all__ = ["ExecResult", "Kernel", "LlmHandler"]
 
@@ -117,9 +123,10 @@ class Kernel:
         """
         config = config or SandboxConfig()
         isolation = resolve_mode(config.mode)
-        if pool is not None and pool.key() != (isolation.mode, config.tmp_size_mb):
+        if pool is not None and pool.key() != pool_key(isolation.mode, config):
             pool = None  # its children run another setup: start ours directly
-        init = protocol.encode_init(payload, config.child_options())
+        options = config.child_options(tree_limited=cgroup.problem() is None)
+        init = protocol.encode_init(payload, options)
         kernel = cls(init, handler, config, isolation.mode, pool, capacity)
         await kernel._boot()
         return kernel
@@ -136,7 +143,9 @@ class Kernel:
         from_pool = spawned is not None
         for attempt in (0, 1):
             if spawned is None:
-                spawned = await start_child_async(self.mode, self.config.tmp_size_mb)
+                spawned = await start_child_async(
+                    self.mode, self.config.tmp_size_mb, self.config.cgroup_limits()
+                )
             conn = Connection(spawned, max(256, self.config.output_limit // 4))
             try:
                 await conn.attach()
@@ -148,6 +157,7 @@ class Kernel:
                         )
                     )
                 await self._await_init(conn)
+                spawned.note_kernel()  # before any cell: the kernel is its sandbox's only process
             except BaseException as exc:
                 conn.kill()
                 await conn.close()
@@ -329,6 +339,12 @@ class Kernel:
             stray = await conn.raw_output(int(msg["id"]), _MARK_WAIT_S)
         else:
             stray = conn.stray.take_all()
+        leftovers = conn.child.stop_leftovers()  # a cell's processes end with the cell
+        if leftovers:
+            notes.append(
+                f"[deeprepo] stopped {leftovers} process(es) this cell left running; processes "
+                "do not outlive the cell that started them."
+            )
         if restored:
             notes.append(
                 "[deeprepo] "

@@ -24,9 +24,19 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from deeprepo.errors import SandboxError
-from deeprepo.sandbox import protocol
+from deeprepo.sandbox import cgroup, protocol, seccomp
 from deeprepo.sandbox.config import SandboxConfig
-from deeprepo.sandbox.isolation import child_command, child_env, resolve_mode
+from deeprepo.sandbox.isolation import (
+    child_command,
+    child_env,
+    process_drop_args,
+    protect_parent,
+    python_executable,
+    resolve_mode,
+    sandbox_ids,
+    seccomp_program,
+)
+from deeprepo.sandbox.procs import descendants, kill_all
 
 _REFILL_DELAY_S = 0.05
 _PIPE_SIZE = 1 << 20  # a 1 MiB pipe moves a codebase in fewer wake-ups
@@ -42,7 +52,9 @@ class SpawnedChild:
     rpc_write: int  # parent -> child messages
     stray_read: int  # the child's fds 1 and 2
     tmpdir: str | None  # process mode: the private dir (cwd, HOME, TMPDIR)
+    group: cgroup.KernelCgroup | None = None  # the kernel's cgroup, where one can be made
     closed: bool = field(default=False)
+    kernel_pid: int | None = None  # the interpreter's pid (in bwrap mode, inside bwrap's tree)
 
     @property
     def pid(self) -> int:
@@ -52,12 +64,53 @@ class SpawnedChild:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kill the child's whole process group (in bwrap mode, its pid namespace goes with it)."""
+        """Kill the child's whole process group (in bwrap mode, its pid namespace goes with it)
+        and everything in its cgroup."""
+        if self.group is not None:
+            self.group.kill()  # the whole tree, the kernel included
+        elif self.mode != "bwrap" and self.proc.poll() is None:
+            # Stopped first, the kernel forks no more while its tree is killed; once dead,
+            # its children would be re-parented out of reach.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self.proc.pid, signal.SIGSTOP)
+            kill_all(lambda: descendants(self.proc.pid), wait_s=0.2)
         if self.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
+
+    def note_kernel(self) -> None:
+        """Remember the kernel interpreter's pid; call once it has said "ready", before any cell."""
+        if self.group is not None:
+            pids = self.group.pids()
+            self.kernel_pid = pids[0] if len(pids) == 1 else None
+        elif self.mode == "bwrap":
+            # bwrap -> its init (pid 1 of the sandbox) -> the kernel, its only child so far
+            inits = descendants(self.proc.pid, depth=1)
+            kids = descendants(inits[0], depth=1) if len(inits) == 1 else []
+            self.kernel_pid = kids[0] if len(kids) == 1 else None
+        else:
+            self.kernel_pid = self.proc.pid
+
+    def _tree(self) -> list[int]:
+        """Every process the kernel's code may have started (not bwrap, its init or the kernel)."""
+        if self.group is not None:
+            return [p for p in self.group.pids() if p != self.kernel_pid]
+        if self.kernel_pid is None:
+            return []
+        if self.mode == "bwrap":
+            # In its pid namespace every orphan is re-parented to bwrap's init: the whole tree
+            # below bwrap is the sandbox, whatever setsid() or double forks the cell did.
+            skip = {self.kernel_pid, *descendants(self.proc.pid, depth=1)}
+            return [p for p in descendants(self.proc.pid) if p not in skip]
+        return descendants(self.kernel_pid)
+
+    def stop_leftovers(self) -> int:
+        """SIGKILL every process a finished cell left running; how many there were."""
+        if self.kernel_pid is None or self.proc.poll() is not None:
+            return 0
+        return kill_all(self._tree)
 
     def release(self) -> None:
         """Close the parent's fds (those not handed to transports) and remove the temp dir."""
@@ -68,6 +121,8 @@ class SpawnedChild:
             if fd >= 0:  # -1: handed over to an event-loop transport, which closes it
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        if self.group is not None:
+            self.group.remove()
         self.remove_tmpdir()
 
     def remove_tmpdir(self) -> None:
@@ -85,20 +140,49 @@ def _pipe() -> tuple[int, int]:
     return r, w
 
 
-def spawn_child(mode: str, tmp_size_mb: int = 256) -> SpawnedChild:
-    """Start one child interpreter in ``mode`` ("process" or "bwrap"); it waits for its init."""
+def spawn_child(
+    mode: str, tmp_size_mb: int = 256, limits: cgroup.CgroupLimits | None = None
+) -> SpawnedChild:
+    """Start one child interpreter in ``mode`` ("process" or "bwrap"); it waits for its init.
+
+    With ``limits``, the child joins a cgroup of its own that holds them, where this
+    machine lets deeprepo make one (see ``cgroup.py``).
+    """
     p2c_r, p2c_w = _pipe()
     c2p_r, c2p_w = _pipe()
     stray_r, stray_w = os.pipe()
     tmpdir = tempfile.mkdtemp(prefix="deeprepo-kernel-") if mode == "process" else None
+    group: cgroup.KernelCgroup | None = None
+    extra_fds: list[int] = []
     try:
-        argv = child_command(mode, p2c_r, c2p_w, tmp_size_mb)
+        if tmpdir is not None:
+            protect_parent()
+            if "--drop-to" in process_drop_args(python_executable()):
+                os.chown(tmpdir, *sandbox_ids())
+        if limits is not None and cgroup.problem() is None:
+            with contextlib.suppress(OSError):
+                group = cgroup.create(limits)
+        cgroup_fds = tuple(group.join_fds()) if group is not None else ()
+        extra_fds += cgroup_fds
+        program = seccomp_program()
+        filter_fd = seccomp.program_fd(program) if program is not None else None
+        if filter_fd is not None:
+            extra_fds.append(filter_fd)
+        argv = child_command(
+            mode,
+            p2c_r,
+            c2p_w,
+            tmp_size_mb,
+            seccomp_fd=filter_fd,
+            cgroup_fds=cgroup_fds,
+            tmpdir=tmpdir,
+        )
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=stray_w,
             stderr=stray_w,
-            pass_fds=(p2c_r, c2p_w),
+            pass_fds=(p2c_r, c2p_w, *extra_fds),
             cwd=tmpdir or "/",
             env=child_env(tmpdir or "/tmp"),
             start_new_session=True,  # one process group to kill
@@ -109,13 +193,15 @@ def spawn_child(mode: str, tmp_size_mb: int = 256) -> SpawnedChild:
             os.close(fd)
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
+        if group is not None:
+            group.remove(wait_s=0)
         raise SandboxError(
             f"could not start the sandbox kernel ({exc}); try --sandbox process"
         ) from exc
     finally:
-        for fd in (p2c_r, c2p_w, stray_w):
+        for fd in (p2c_r, c2p_w, stray_w, *extra_fds):
             os.close(fd)
-    return SpawnedChild(proc, mode, c2p_r, p2c_w, stray_r, tmpdir)
+    return SpawnedChild(proc, mode, c2p_r, p2c_w, stray_r, tmpdir, group)
 
 
 class _Spawner:
@@ -134,9 +220,11 @@ class _Spawner:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def submit(self, mode: str, tmp_size_mb: int) -> Future[SpawnedChild]:
+    def submit(
+        self, mode: str, tmp_size_mb: int, limits: cgroup.CgroupLimits | None = None
+    ) -> Future[SpawnedChild]:
         future: Future[SpawnedChild] = Future()
-        self._queue.put((lambda: spawn_child(mode, tmp_size_mb), future))
+        self._queue.put((lambda: spawn_child(mode, tmp_size_mb, limits), future))
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -159,14 +247,23 @@ class _Spawner:
 _SPAWNER = _Spawner()
 
 
-def start_child(mode: str, tmp_size_mb: int = 256) -> SpawnedChild:
+def start_child(
+    mode: str, tmp_size_mb: int = 256, limits: cgroup.CgroupLimits | None = None
+) -> SpawnedChild:
     """Start a child (from the spawner thread) and wait for it."""
-    return _SPAWNER.submit(mode, tmp_size_mb).result()
+    return _SPAWNER.submit(mode, tmp_size_mb, limits).result()
 
 
-async def start_child_async(mode: str, tmp_size_mb: int = 256) -> SpawnedChild:
+async def start_child_async(
+    mode: str, tmp_size_mb: int = 256, limits: cgroup.CgroupLimits | None = None
+) -> SpawnedChild:
     """Start a child (from the spawner thread) without blocking the event loop."""
-    return await asyncio.wrap_future(_SPAWNER.submit(mode, tmp_size_mb))
+    return await asyncio.wrap_future(_SPAWNER.submit(mode, tmp_size_mb, limits))
+
+
+def pool_key(mode: str, config: SandboxConfig) -> tuple[str, int, cgroup.CgroupLimits]:
+    """What a pre-started child was set up with: a kernel may use it only if its own matches."""
+    return (mode, config.tmp_size_mb, config.cgroup_limits())
 
 
 class KernelPool:
@@ -190,9 +287,9 @@ class KernelPool:
     def mode(self) -> str:
         return self.isolation.mode
 
-    def key(self) -> tuple[str, int]:
+    def key(self) -> tuple[str, int, cgroup.CgroupLimits]:
         """What a kernel's config must match to use this pool's children."""
-        return (self.isolation.mode, self.config.tmp_size_mb)
+        return pool_key(self.isolation.mode, self.config)
 
     def fill(self) -> None:
         """Start children until ``size`` are idle, and wait for them."""

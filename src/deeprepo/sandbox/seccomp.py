@@ -1,0 +1,220 @@
+"""The kernel's seccomp filter: system calls no cell needs, answered with EPERM.
+
+The filter is built once per process with libseccomp (the C library, through
+ctypes: see docs/decisions.md for why not a Python binding) and exported as a
+classic BPF program. bwrap loads it with ``--seccomp FD`` just before it starts
+the child; in process mode the child installs the same program on itself before
+it reads any cell (``child.py``). Either way every process the cell starts
+inherits it.
+
+What it refuses, and why:
+
+- debugging other processes: ``ptrace``, ``process_vm_readv/writev``, ``kcmp``,
+  ``pidfd_getfd`` (a cell could otherwise rewrite the sandbox's init and clear
+  its parent-death signal, or read another process's memory);
+- namespaces and mounts: ``unshare``, ``setns``, ``clone`` with any ``CLONE_NEW*``
+  flag (``clone3`` answers ENOSYS, so libc falls back to ``clone``), ``mount`` and the
+  new mount API, ``pivot_root``, ``chroot`` (a new user namespace is the usual first
+  step of kernel exploits);
+- kernel attack surface no cell needs: the keyring (``keyctl``, ``add_key``,
+  ``request_key``), ``bpf``, ``perf_event_open``, ``userfaultfd``,
+  ``io_uring_*`` (its operations bypass seccomp), modules, ``kexec``, ``reboot``,
+  swap, clocks, ``acct``, ``quotactl``, ``personality``, ``iopl``/``ioperm``,
+  file handles (``open_by_handle_at``);
+- memory outside ``RLIMIT_AS``: ``memfd_create`` and System V ``shmget``
+  (their pages are not charged to the address-space limit).
+
+Other architectures' system call tables (i386 on x86-64, x32) kill the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+
+__all__ = ["DENIED", "SeccompUnavailable", "filter_bpf"]
+
+DENIED = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    "unshare",
+    "setns",
+    "mount",
+    "umount",
+    "umount2",
+    "mount_setattr",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "pivot_root",
+    "chroot",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "syslog",
+    "personality",
+    "iopl",
+    "ioperm",
+    "uselib",
+    "vhangup",
+    "lookup_dcookie",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "fanotify_init",
+    "nfsservctl",
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+)
+
+# clone(2) with any of these flags makes a new namespace.
+_CLONE_NEW = {
+    "CLONE_NEWNS": 0x00020000,
+    "CLONE_NEWCGROUP": 0x02000000,
+    "CLONE_NEWUTS": 0x04000000,
+    "CLONE_NEWIPC": 0x08000000,
+    "CLONE_NEWUSER": 0x10000000,
+    "CLONE_NEWPID": 0x20000000,
+    "CLONE_NEWNET": 0x40000000,
+}  # CLONE_NEWTIME (0x80) exists only for clone3 and unshare; in clone's flags it is the exit signal
+
+_ACT_ALLOW = 0x7FFF0000
+_ACT_ERRNO_EPERM = 0x00050000 | 1
+# clone3 passes its flags in memory that seccomp cannot read, so it is refused as missing
+# (ENOSYS), which makes glibc fall back to clone, whose flags the filter checks.
+_ACT_ERRNO_ENOSYS = 0x00050000 | 38
+_CMP_MASKED_EQ = 7
+
+
+class SeccompUnavailable(RuntimeError):
+    """libseccomp cannot be loaded or refused the filter; the message says why."""
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [
+        ("arg", ctypes.c_uint),
+        ("op", ctypes.c_int),
+        ("datum_a", ctypes.c_uint64),
+        ("datum_b", ctypes.c_uint64),
+    ]
+
+
+def _libseccomp() -> ctypes.CDLL:
+    names = [ctypes.util.find_library("seccomp"), "libseccomp.so.2"]
+    for name in names:
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+        except OSError:
+            continue
+        lib.seccomp_init.restype = ctypes.c_void_p
+        lib.seccomp_init.argtypes = [ctypes.c_uint32]
+        lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_rule_add_array.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.POINTER(_ArgCmp),
+        ]
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        return lib
+    raise SeccompUnavailable(
+        "libseccomp is not installed (apt-get install libseccomp2, or run scripts/setup.sh)"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def filter_bpf() -> bytes:
+    """The filter as a BPF program (``struct sock_filter`` array) for this machine's architecture.
+
+    Raises :class:`SeccompUnavailable` where libseccomp is missing or fails.
+    """
+    if not os.uname().sysname == "Linux":
+        raise SeccompUnavailable("seccomp needs Linux")
+    lib = _libseccomp()
+    ctx = lib.seccomp_init(_ACT_ALLOW)
+    if not ctx:
+        raise SeccompUnavailable("seccomp_init failed")
+    try:
+        for name in DENIED:
+            nr = lib.seccomp_syscall_resolve_name(name.encode())
+            if nr < 0:
+                continue  # not a system call on this architecture
+            _add(lib, ctx, nr, [])
+        clone3 = lib.seccomp_syscall_resolve_name(b"clone3")
+        if clone3 >= 0:
+            _add(lib, ctx, clone3, [], _ACT_ERRNO_ENOSYS)
+        clone = lib.seccomp_syscall_resolve_name(b"clone")
+        for flag in _CLONE_NEW.values():
+            _add(lib, ctx, clone, [_ArgCmp(0, _CMP_MASKED_EQ, flag, flag)])
+        read_fd, write_fd = os.pipe()
+        try:
+            rc = lib.seccomp_export_bpf(ctx, write_fd)
+            os.close(write_fd)
+            write_fd = -1
+            if rc != 0:
+                raise SeccompUnavailable(f"seccomp_export_bpf failed ({os.strerror(-rc)})")
+            chunks = []
+            while chunk := os.read(read_fd, 65536):
+                chunks.append(chunk)
+        finally:
+            os.close(read_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
+    finally:
+        lib.seccomp_release(ctx)
+    program = b"".join(chunks)
+    if not program or len(program) % 8:
+        raise SeccompUnavailable("libseccomp exported an empty or malformed filter")
+    return program
+
+
+def _add(
+    lib: ctypes.CDLL, ctx: int, nr: int, cmps: list[_ArgCmp], action: int = _ACT_ERRNO_EPERM
+) -> None:
+    array = (_ArgCmp * max(1, len(cmps)))(*cmps)
+    rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array)
+    if rc != 0:
+        raise SeccompUnavailable(f"seccomp_rule_add failed for syscall {nr} ({os.strerror(-rc)})")
+
+
+def program_fd(program: bytes) -> int:
+    """A readable fd holding ``program`` from its start (for ``bwrap --seccomp`` or the child)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        os.write(write_fd, program)  # a few KB: fits in the pipe buffer
+    finally:
+        os.close(write_fd)
+    return read_fd
