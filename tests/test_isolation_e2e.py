@@ -147,7 +147,8 @@ def _turn(run: Run, cell: str) -> dict[str, Any]:
 
 
 def test_the_run_completes_with_its_report(run: Run) -> None:
-    assert run.returncode == 0, run.stderr
+    # Exit 3 (incomplete): the attacking root answers without sending any file to a worker.
+    assert run.returncode == 3, run.stderr
     m = json.loads((run.out / "metrics.json").read_text())
     assert m["stop_reason"] == "answer_ready" and m["sandbox"] == "bwrap"
     assert len(run.turns) == len(TURNS)
