@@ -39,7 +39,7 @@ _PLACEHOLDER = re.compile(
 )
 # Prose, not a key: a prompt or an error message ("Enter password:", "Invalid token").
 _MESSAGE = re.compile(
-    r"\S\s+\S+\s+\S|[:!?,]\s|[:!?]$|(?i:\b(?:invalid|enter|please|wrong|required|missing|incorrect)\b)"
+    r"\S\s+\S+\s+\S|[:!?,]\s|[:?]$|(?i:\b(?:invalid|enter|please|wrong|required|missing|incorrect)\b)"
 )
 # A name, not a value: ``"password_reset"``, ``"x-auth-token"``, ``"SECRET_KEY"``.
 _IDENTIFIER = re.compile(r"^(?:[a-z]+(?:[-_.:][a-z]+)+|[A-Z]+(?:[-_.:][A-Z]+)*)$")
