@@ -316,3 +316,29 @@ def test_one_semgrep_process_for_a_batch(monkeypatch: pytest.MonkeyPatch) -> Non
     results = analyze_texts(files)
     assert runs == [5]
     assert [len(r.findings) for r in results] == [1, 1, 1, 1, 1, 0]
+
+
+def test_concurrent_callers_share_semgrep_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from deeprepo.workers.analyzers.findings import FileResult
+
+    batches: list[int] = []
+
+    def slow(files: Any) -> list[FileResult]:
+        batches.append(len(files))
+        time.sleep(0.3)
+        return [FileResult() for _ in files]
+
+    monkeypatch.setattr(semgrep, "_scan_files", slow)
+    threads = [
+        threading.Thread(target=semgrep.run_semgrep, args=([(f"f{i}.js", "x")],)) for i in range(6)
+    ]
+    for t in threads:
+        t.start()
+        time.sleep(0.01)
+    for t in threads:
+        t.join()
+    assert sum(batches) == 6
+    assert len(batches) == 2  # the first file alone, then the five queued meanwhile

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -55,11 +56,32 @@ _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _INSTALL_HINT = "pip install semgrep (a deeprepo dependency; rerun scripts/setup.sh)"
 
 
+_PYTHON = (".py", ".pyw")
+_SCRIPT = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts")
+# Every Python rule starts from request data; every template rule needs one of these
+# tokens. Files without them are left out before paying for a semgrep start.
+_PYTHON_HINT = re.compile(r"request|\.GET\b|\.POST\b|query_params|path_params|match_info")
+_TEMPLATE_HINT = re.compile(
+    r"\|\s*(?:safe|raw)\b|\{\{\{|<%-|<%==|raw[\s(]|html_safe|autoescape|v-html|innerHTML|!\{|!=|<script"
+)
+
+
 def semgrep_applies(path: str, text: str) -> bool:
-    """Whether semgrep has rules for this file (by suffix; bundles and minified files excluded)."""
-    if not path.lower().endswith(SEMGREP_SUFFIXES) or path.lower().endswith(".min.js"):
+    """Whether deeprepo's semgrep rules could match this file.
+
+    By suffix; minified files and bundles are left out, and so are Python files
+    that never mention a request and templates with no unescaped-output token.
+    """
+    lower = path.lower()
+    if not lower.endswith(SEMGREP_SUFFIXES) or lower.endswith(".min.js"):
         return False
-    return not any(len(line) > _MINIFIED_LINE for line in text.split("\n", 200)[:200])
+    if any(len(line) > _MINIFIED_LINE for line in text.split("\n", 200)[:200]):
+        return False
+    if lower.endswith(_PYTHON):
+        return bool(_PYTHON_HINT.search(text))
+    if lower.endswith(_SCRIPT):
+        return True
+    return bool(_TEMPLATE_HINT.search(text))
 
 
 @cache
@@ -147,8 +169,54 @@ def _scan(command: str, config: str, targets: list[str], cwd: str, experimental:
 _experimental_ok: bool | None = None
 
 
+class _Batcher:
+    """Joins the files that concurrent callers want scanned into one semgrep process.
+
+    The first caller with nothing running becomes the leader: it scans what is
+    queued, then what was queued meanwhile, until the queue is empty; the others
+    wait for their results. With one caller this is a plain call.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[tuple[tuple[str, str], Future[FileResult]]] = []
+        self._running = False
+
+    def scan(self, files: Sequence[tuple[str, str]]) -> list[FileResult]:
+        futures: list[Future[FileResult]] = [Future() for _ in files]
+        with self._lock:
+            self._queue.extend(zip(files, futures, strict=True))
+            lead = not self._running
+            self._running = True
+        while lead:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._running = False
+                    break
+            try:
+                results = _scan_files([f for f, _ in batch])
+            except BaseException as exc:  # every waiter must wake up
+                for _, fut in batch:
+                    fut.set_exception(exc)
+                continue
+            for (_, fut), result in zip(batch, results, strict=True):
+                fut.set_result(result)
+        return [f.result() for f in futures]
+
+
+_BATCHER = _Batcher()
+
+
 def run_semgrep(files: Sequence[tuple[str, str]]) -> list[FileResult]:
-    """Scan ``(path, text)`` pairs in one semgrep process; one result per pair, lines relative to text."""
+    """Scan ``(path, text)`` pairs with deeprepo's rules; one result per pair, lines relative to text.
+
+    Concurrent calls share semgrep processes (see :class:`_Batcher`).
+    """
+    return _BATCHER.scan(files) if files else []
+
+
+def _scan_files(files: Sequence[tuple[str, str]]) -> list[FileResult]:
     global _experimental_ok
     if not files:
         return []
