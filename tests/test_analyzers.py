@@ -342,3 +342,11 @@ def test_concurrent_callers_share_semgrep_processes(monkeypatch: pytest.MonkeyPa
         t.join()
     assert sum(batches) == 6
     assert len(batches) == 2  # the first file alone, then the five queued meanwhile
+
+
+def test_secrets_in_docstrings_and_comments_are_documentation() -> None:
+    src = (
+        'def configure(app):\n    """Example::\n\n        SECRET_KEY = "dev-key-7f3a9b21"\n    """\n'
+        '# password = "hunter2!x"\nAPI_TOKEN = "tok-7f3a9b21c4d5e6"\n'
+    )
+    assert [f.line for f in analyze_file("app/conf.py", src)] == [7]

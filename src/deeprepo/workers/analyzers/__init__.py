@@ -15,6 +15,7 @@ slice of a file, with lines shifted to the original file.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 
 from deeprepo.workers.analyzers.findings import (
@@ -69,6 +70,9 @@ def analyze_texts(
             warnings += by_semgrep[i].warnings
         lines = text.split("\n")
         found = [weak_hash_upgrade(f, lines) for f in found]
+        if any(f.cwe == "CWE-798" for f in found):
+            prose = _prose_lines(path, text, lines)
+            found = [f for f in found if f.cwe != "CWE-798" or f.line not in prose]
         out.append(FileResult(tuple(merge_findings(found)), tuple(warnings)))
     return out
 
@@ -83,3 +87,24 @@ def analyze_file_result(path: str, text: str, start_line: int = 1) -> FileResult
 def analyze_file(path: str, text: str, start_line: int = 1) -> list[WorkerFinding]:
     """The findings of :func:`analyze_file_result`, lines in the original file."""
     return list(analyze_file_result(path, text, start_line).findings)
+
+
+_COMMENT_PREFIXES = ("#", "//", "/*", "* ", "<!--", "--")
+
+
+def _prose_lines(path: str, text: str, lines: list[str]) -> set[int]:
+    """Lines of comments and Python docstrings: an example ``SECRET_KEY = 'dev'`` there is documentation."""
+    out = {n for n, line in enumerate(lines, 1) if line.lstrip().startswith(_COMMENT_PREFIXES)}
+    if is_python(path, text):
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return out
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Expr)
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return out
