@@ -350,3 +350,45 @@ def test_secrets_in_docstrings_and_comments_are_documentation() -> None:
         '# password = "hunter2!x"\nAPI_TOKEN = "tok-7f3a9b21c4d5e6"\n'
     )
     assert [f.line for f in analyze_file("app/conf.py", src)] == [7]
+
+
+def test_sinks_fed_by_an_argument_are_medium() -> None:
+    js = """const { exec } = require('child_process');
+function archive(name) {
+  exec(`tar -czf ${name}.tgz ${name}`);
+}
+function banner(message) {
+  return `<div class="banner">${message}</div>`;
+}
+function table(rows) {
+  return `<table>${rows.map((r) => `<td>${escapeHtml(r)}</td>`).join('')}</table>`;
+}
+async function search(term, db) {
+  const sql = `SELECT * FROM people WHERE name LIKE '%${term}%'`;
+  const ok = 'SELECT * FROM people WHERE id = $1';
+  return db.query(sql);
+}
+"""
+    got = [(f.line, f.cwe, f.severity) for f in analyze_file("lib/util.js", js)]
+    assert got == [(3, "CWE-78", "medium"), (6, "CWE-79", "medium"), (12, "CWE-89", "medium")]
+    py = (
+        "from html import escape\n\n"
+        "def banner(message):\n    return f'<div class=\"b\">{message}</div>'\n\n"
+        "def safe(message):\n    return f'<div>{escape(message)}</div>'\n"
+    )
+    assert [(f.line, f.cwe) for f in analyze_file("app/html.py", py)] == [(4, "CWE-79")]
+
+
+def test_flask_route_parameters_are_request_data() -> None:
+    src = """import os
+from flask import send_file
+
+@bp.route("/files/<path:filename>")
+def download(filename):
+    return send_file(os.path.join("/srv/uploads", filename))
+
+@bp.route("/report")
+def report(filename="daily.csv"):
+    return send_file(os.path.join("/srv/reports", filename))
+"""
+    assert _kinds("app/views.py", src) == [(6, "path-traversal", "CWE-22")]
