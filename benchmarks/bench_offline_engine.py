@@ -67,7 +67,9 @@ def repos(paths: list[Path], out_root: Path, sample: int, seed: int) -> None:
         print(f"\n{path.name}: {len(found)} findings in {seconds:.0f} s; by scope {dict(by_scope)}")
         picked = random.Random(seed).sample(head, min(sample, len(head)))
         for f in sorted(picked, key=lambda f: (f["file"], f["start_line"])):
-            print(f"  {f['severity']:8s} {f['file']}:{f['start_line']}  {f.get('cwe')}  {f['title'][:70]}")
+            print(
+                f"  {f['severity']:8s} {f['file']}:{f['start_line']}  {f.get('cwe')}  {f['title'][:70]}"
+            )
 
 
 def tasks(folder: Path, out_root: Path) -> None:
