@@ -392,3 +392,22 @@ def report(filename="daily.csv"):
     return send_file(os.path.join("/srv/reports", filename))
 """
     assert _kinds("app/views.py", src) == [(6, "path-traversal", "CWE-22")]
+
+
+def test_random_is_reported_only_where_it_must_be_unguessable() -> None:
+    src = (
+        "import random\n\n"
+        "def jitter(delay):\n    return delay * random.random()\n\n"
+        "def reset_token():\n    return str(random.randint(0, 10**6))\n"
+    )
+    assert [(f.line, f.cwe) for f in analyze_file("app/util.py", src)] == [(7, "CWE-330")]
+
+
+def test_a_string_annotation_is_not_a_default_secret() -> None:
+    src = 'def connect(secret_key: "Optional[str]" = None):\n    return secret_key\n'
+    assert analyze_file("app/client.py", src) == []
+
+
+def test_a_timer_given_a_function_is_not_code_injection() -> None:
+    src = "const h = location.hash;\nsetTimeout(() => show(h), 10);\nsetTimeout('show(' + h + ')', 10);\n"
+    assert [(f.line, f.cwe) for f in analyze_file("web/a.js", src)] == [(3, "CWE-95")]

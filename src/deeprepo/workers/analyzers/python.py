@@ -44,6 +44,13 @@ _MAX_TRIM = 25
 _SECRET_TESTS = frozenset({"B105", "B106", "B107"})
 # bandit's text for B105-B107 ends with the literal: "Possible hardcoded password: 'x'".
 _BANDIT_LITERAL = re.compile(r":\s*(['\"])(.*)\1\s*$", re.S)
+# random is a vulnerability only when what it makes must be unguessable; sampling,
+# jitter and backoff are its usual use.
+_NEEDS_SECURITY_CONTEXT = frozenset({"B311"})
+_SECURITY_CONTEXT = re.compile(
+    r"token|secret|passw|pwd|nonce|salt|otp|csrf|session|api_?key|auth|credential|reset|verif",
+    re.IGNORECASE,
+)
 _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -165,10 +172,18 @@ def run_bandit(
         mgr.run_tests()
         issues = mgr.get_issue_list()
     out = []
+    lines = window.split("\n")
     for issue in issues:
         finding = _from_bandit_issue(issue, table, offset)
-        if finding is not None:
-            out.append(finding)
+        if finding is None:
+            continue
+        if str(issue.test_id) in _NEEDS_SECURITY_CONTEXT:
+            near = "\n".join(
+                lines[max(0, finding.line - offset - 3) : finding.end_line - offset + 1]
+            )
+            if not _SECURITY_CONTEXT.search(near):
+                continue
+        out.append(finding)
     return out, []
 
 

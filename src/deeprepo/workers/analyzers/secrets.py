@@ -43,6 +43,8 @@ _MESSAGE = re.compile(
 )
 # A name, not a value: ``"password_reset"``, ``"x-auth-token"``, ``"SECRET_KEY"``.
 _IDENTIFIER = re.compile(r"^(?:[a-z]+(?:[-_.:][a-z]+)+|[A-Z]+(?:[-_.:][A-Z]+)*)$")
+# A string annotation (``secret: "Optional[str]" = None``), not a default value.
+_TYPE_EXPRESSION = re.compile(r"^[A-Za-z_][\w.]*\[.*\]$")
 # Names that hold secrets; plain ``key`` is too common (cache keys, dict keys) to count.
 _SECRET_NAME = re.compile(
     r"secret|passw|passwd|pwd|token|api[-_]?key|apikey|private[-_]?key|access[-_]?key"
@@ -66,7 +68,7 @@ def looks_like_secret(value: str | None) -> bool:
         return False
     if _PLACEHOLDER.search(v) or _MESSAGE.search(v):
         return False
-    if _IDENTIFIER.match(v):
+    if _IDENTIFIER.match(v) or _TYPE_EXPRESSION.match(v):
         return False
     if v.startswith(("/", "./", "../", "~/")) or ("://" in v and "@" not in v):
         return False  # a path or a URL without credentials in it
