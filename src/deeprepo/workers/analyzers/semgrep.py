@@ -18,6 +18,7 @@ instead of silently having no findings.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -123,7 +124,15 @@ def _config() -> str:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump({"rules": _rules()}, fh)
             _config_path = path
+            atexit.register(_remove, path)
         return _config_path
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _env(home: str) -> dict[str, str]:
