@@ -411,3 +411,13 @@ def test_a_string_annotation_is_not_a_default_secret() -> None:
 def test_a_timer_given_a_function_is_not_code_injection() -> None:
     src = "const h = location.hash;\nsetTimeout(() => show(h), 10);\nsetTimeout('show(' + h + ')', 10);\n"
     assert [(f.line, f.cwe) for f in analyze_file("web/a.js", src)] == [(3, "CWE-95")]
+
+
+def test_public_values_under_secret_sounding_names_are_not_secrets() -> None:
+    src = (
+        'PASSWORD_SALT = "staffline"\nTOKEN_HEADER = "X-Session-Token-v2"\n'
+        'password_field = "pw1"\nSECRET_KEY_ENV = "APP_SECRET_KEY"\n'
+        'JWT_SECRET = "s3cr3t-signing"\n'
+    )
+    assert [f.line for f in analyze_file("app/auth.py", src)] == [5]
+    assert [f.line for f in analyze_file("app/auth.js", src.replace("\n", ";\n"))] == [5]

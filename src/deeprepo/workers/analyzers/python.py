@@ -33,7 +33,7 @@ from deeprepo.workers.analyzers.findings import (
     WorkerFinding,
     password_context,
 )
-from deeprepo.workers.analyzers.secrets import looks_like_secret
+from deeprepo.workers.analyzers.secrets import looks_like_secret, names_a_non_secret
 
 __all__ = ["PYTHON_SUFFIXES", "is_python", "run_bandit", "weak_hash_upgrade"]
 
@@ -176,6 +176,10 @@ def run_bandit(
     for issue in issues:
         finding = _from_bandit_issue(issue, table, offset)
         if finding is None:
+            continue
+        if str(issue.test_id) in _SECRET_TESTS and names_a_non_secret(
+            lines[finding.line - offset - 1] if 0 < finding.line - offset <= len(lines) else ""
+        ):
             continue
         if str(issue.test_id) in _NEEDS_SECURITY_CONTEXT:
             near = "\n".join(

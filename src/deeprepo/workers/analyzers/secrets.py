@@ -51,6 +51,12 @@ _SECRET_NAME = re.compile(
     r"|signing[-_]?key|encryption[-_]?key|client[-_]?secret|credential|auth[-_]?key",
     re.IGNORECASE,
 )
+# The name of an assignment or key whose value is public even if the name mentions a secret.
+_NON_SECRET_NAME = re.compile(
+    r"\w*(?:salt|_iv|header|field|_name|_param|_url|_uri|_path|_file|_env|_var|_prefix|_type|_length)"
+    r"[\"']?\s*(?::\s*\w+\s*)?[:=]",
+    re.IGNORECASE,
+)
 # Lines that say the long hex or base64 string is not a secret.
 _NOT_SECRET_CONTEXT = re.compile(
     r"sha\d*|md5|hash|digest|checksum|commit|\brev\b|revision|etag|fingerprint|integrity"
@@ -73,6 +79,15 @@ def looks_like_secret(value: str | None) -> bool:
     if v.startswith(("/", "./", "../", "~/")) or ("://" in v and "@" not in v):
         return False  # a path or a URL without credentials in it
     return len(set(v)) > 2  # "aaaa", "0000"
+
+
+def names_a_non_secret(line: str) -> bool:
+    """Whether the name assigned on ``line`` holds something public by design.
+
+    ``PASSWORD_SALT``, ``TOKEN_HEADER``, ``SECRET_KEY_NAME``, ``password_field``:
+    the name mentions a secret, the value is a salt, a header or a field name.
+    """
+    return bool(_NON_SECRET_NAME.search(line))
 
 
 def names_a_secret(text: str) -> bool:
@@ -153,7 +168,7 @@ def run_detect_secrets(path: str, text: str) -> list[WorkerFinding]:
     for secret in secrets:
         n = int(secret.line_number)
         value = secret.secret_value
-        if not looks_like_secret(value):
+        if not looks_like_secret(value) or names_a_non_secret(source[n - 1]):
             continue
         if secret.type in _ENTROPY_TYPES and not _entropy_hit_is_secret(source[n - 1], str(value)):
             continue
