@@ -421,3 +421,13 @@ def test_public_values_under_secret_sounding_names_are_not_secrets() -> None:
     )
     assert [f.line for f in analyze_file("app/auth.py", src)] == [5]
     assert [f.line for f in analyze_file("app/auth.js", src.replace("\n", ";\n"))] == [5]
+
+
+def test_autoescape_off_in_any_python_template_setup() -> None:
+    src = (
+        "import aiohttp_jinja2\n\ndef setup(app, loader):\n"
+        "    aiohttp_jinja2.setup(app, loader=loader, autoescape=False)\n"
+    )
+    assert [(f.line, f.cwe, f.severity) for f in analyze_file("app/main.py", src)] == [
+        (4, "CWE-79", "high")
+    ]

@@ -62,7 +62,7 @@ _SCRIPT = (".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts")
 # Every Python rule starts from request data, a route or an HTML string; every template rule needs one of these
 # tokens. Files without them are left out before paying for a semgrep start.
 _PYTHON_HINT = re.compile(
-    r"request|\.GET\b|\.POST\b|query_params|path_params|match_info|\.route\(|[\"']\s*<[a-zA-Z]"
+    r"request|\.GET\b|\.POST\b|query_params|path_params|match_info|\.route\(|autoescape|[\"']\s*<[a-zA-Z]"
 )
 _TEMPLATE_HINT = re.compile(
     r"\|\s*(?:safe|raw)\b|\{\{\{|<%-|<%==|raw[\s(]|html_safe|autoescape|v-html|innerHTML|!\{|!=|<script"
