@@ -29,17 +29,18 @@ stays unambiguous.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from deeprepo.orchestrator.prompts import extract_file_blocks
 from deeprepo.providers.base import ChatRequest, Completion, Usage
-from deeprepo.workers.analyzers import FileResult, analyze_texts
+from deeprepo.workers.analyzers import FileResult, analyze_texts, run_semgrep, semgrep_applies
 
 __all__ = ["FREE_FORM_NOTE", "StaticWorker"]
 
@@ -50,6 +51,7 @@ FREE_FORM_NOTE = (
 )
 _EMPTY = '{"findings": []}'
 _MEMO_LIMIT = 20_000  # files' results kept; an entry is a few findings
+_SEMGREP_AHEAD = 24  # files scanned ahead with each semgrep start
 
 
 class _Target(NamedTuple):
@@ -78,6 +80,11 @@ class _Memo:
         self._done: OrderedDict[Any, FileResult] = OrderedDict()
         self._pending: dict[Any, Future[FileResult]] = {}
         self._limit = limit
+
+    def absent(self, keys: Iterable[Any]) -> list[Any]:
+        """The keys neither computed nor being computed."""
+        with self._lock:
+            return [k for k in keys if k not in self._done and k not in self._pending]
 
     def get_many(
         self, wanted: dict[Any, _Target], compute: Callable[[list[_Target]], list[FileResult]]
@@ -124,6 +131,9 @@ class StaticWorker:
     def __init__(self, files: Mapping[str, str] | None = None) -> None:
         self._files = files
         self._memo = _Memo(_MEMO_LIMIT)
+        self._semgrep_memo = _Memo(_MEMO_LIMIT)
+        self._semgrep_order: list[str] | None = None
+        self._order_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -143,7 +153,7 @@ class StaticWorker:
         if not blocks:
             return f"{FREE_FORM_NOTE}\n{_EMPTY}"
         targets = [self._target(path, content, start) for path, content, start in blocks]
-        results = self._memo.get_many({t.key: t for t in targets}, _analyze)
+        results = self._memo.get_many({t.key: t for t in targets}, self._analyze)
         findings: list[dict[str, Any]] = []
         warnings: list[dict[str, str]] = []
         seen_warnings: set[tuple[str, str]] = set()
@@ -174,18 +184,49 @@ class StaticWorker:
     async def aclose(self) -> None:
         """Nothing to release: analyzers hold no connections."""
 
+    def _analyze(self, targets: list[_Target]) -> list[FileResult]:
+        out: list[FileResult | None] = [None] * len(targets)
+        for whole in (True, False):
+            at = [i for i, t in enumerate(targets) if t.whole is whole]
+            if at:
+                done = analyze_texts(
+                    [(targets[i].path, targets[i].text) for i in at],
+                    whole_files=whole,
+                    semgrep=self._semgrep_ahead if whole else run_semgrep,
+                )
+                for i, result in zip(at, done, strict=True):
+                    out[i] = result
+        return [r if r is not None else FileResult() for r in out]
 
-def _analyze(targets: list[_Target]) -> list[FileResult]:
-    out: list[FileResult | None] = [None] * len(targets)
-    for whole in (True, False):
-        at = [i for i, t in enumerate(targets) if t.whole is whole]
-        if at:
-            done = analyze_texts(
-                [(targets[i].path, targets[i].text) for i in at], whole_files=whole
-            )
-            for i, result in zip(at, done, strict=True):
-                out[i] = result
-    return [r if r is not None else FileResult() for r in out]
+    def _semgrep_ahead(self, files: Sequence[tuple[str, str]]) -> list[FileResult]:
+        """semgrep for whole files, scanning the next files in path order along with them.
+
+        A semgrep start costs more than scanning a few files, and roots audit
+        files in path order (the expert does), so each scan also takes up to
+        ``_SEMGREP_AHEAD`` files that follow the requested ones and have not
+        been scanned; their results wait in a memo for the prompts that show them.
+        """
+        wanted = {t.key: t for t in (_Target(p, text, True, 1, 1) for p, text in files)}
+        extra: dict[Any, _Target] = {}
+        if self._semgrep_memo.absent(wanted):  # a semgrep start is due: make it worth it
+            ahead = {t.key: t for t in self._next_files([p for p, _ in files])}
+            extra = {k: ahead[k] for k in self._semgrep_memo.absent(ahead) if k not in wanted}
+        results = self._semgrep_memo.get_many(
+            {**wanted, **extra}, lambda ts: run_semgrep([(t.path, t.text) for t in ts])
+        )
+        return [results[k] for k in wanted]
+
+    def _next_files(self, paths: list[str]) -> list[_Target]:
+        if self._files is None or not paths:
+            return []
+        with self._order_lock:
+            if self._semgrep_order is None:
+                self._semgrep_order = sorted(
+                    p for p, text in self._files.items() if semgrep_applies(p, text)
+                )
+        order = self._semgrep_order
+        at = bisect.bisect_right(order, max(paths))
+        return [_Target(p, self._files[p], True, 1, 1) for p in order[at : at + _SEMGREP_AHEAD]]
 
 
 def _is_slice_of(content: str, whole: str, start: int) -> bool:

@@ -16,7 +16,9 @@ slice of a file, with lines shifted to the original file.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from deeprepo.workers.analyzers.findings import (
     AnalyzerWarning,
@@ -47,17 +49,24 @@ __all__ = [
 
 
 def analyze_texts(
-    files: Sequence[tuple[str, str]], *, whole_files: bool = True
+    files: Sequence[tuple[str, str]],
+    *,
+    whole_files: bool = True,
+    semgrep: Callable[[Sequence[tuple[str, str]]], list[FileResult]] = run_semgrep,
 ) -> list[FileResult]:
     """Every analyzer that applies, over ``(path, text)`` pairs; lines relative to each text.
 
     With ``whole_files=False`` the texts are slices (bandit then trims a
-    statement cut at either end instead of refusing the text).
+    statement cut at either end instead of refusing the text). ``semgrep``
+    scans the files it is given in one go (the static worker passes one that
+    also scans files it expects to be asked about next).
     """
     semgrep_at = [i for i, (path, text) in enumerate(files) if semgrep_applies(path, text)]
-    by_semgrep = dict(zip(semgrep_at, run_semgrep([files[i] for i in semgrep_at]), strict=True))
-    out = []
-    for i, (path, text) in enumerate(files):
+    # semgrep runs in its own process: start it first and run the in-process
+    # analyzers meanwhile, so both cores are busy.
+    scan = _background().submit(semgrep, [files[i] for i in semgrep_at]) if semgrep_at else None
+    out: list[tuple[list[WorkerFinding], list[AnalyzerWarning]]] = []
+    for path, text in files:
         found: list[WorkerFinding] = []
         warnings: list[AnalyzerWarning] = []
         if is_python(path, text):
@@ -65,6 +74,10 @@ def analyze_texts(
             found += bandit_found
             warnings += bandit_warned
         found += run_detect_secrets(path, text)
+        out.append((found, warnings))
+    by_semgrep = dict(zip(semgrep_at, scan.result(), strict=True)) if scan is not None else {}
+    results = []
+    for i, ((path, text), (found, warnings)) in enumerate(zip(files, out, strict=True)):
         if i in by_semgrep:
             found += by_semgrep[i].findings
             warnings += by_semgrep[i].warnings
@@ -73,8 +86,21 @@ def analyze_texts(
         if any(f.cwe == "CWE-798" for f in found):
             prose = _prose_lines(path, text, lines)
             found = [f for f in found if f.cwe != "CWE-798" or f.line not in prose]
-        out.append(FileResult(tuple(merge_findings(found)), tuple(warnings)))
-    return out
+        results.append(FileResult(tuple(merge_findings(found)), tuple(warnings)))
+    return results
+
+
+_POOL_LOCK = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _background() -> ThreadPoolExecutor:
+    """Threads that wait on semgrep processes (and on each other's batches)."""
+    global _pool
+    with _POOL_LOCK:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="deeprepo-semgrep")
+        return _pool
 
 
 def analyze_file_result(path: str, text: str, start_line: int = 1) -> FileResult:
