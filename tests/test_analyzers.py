@@ -431,3 +431,22 @@ def test_autoescape_off_in_any_python_template_setup() -> None:
     assert [(f.line, f.cwe, f.severity) for f in analyze_file("app/main.py", src)] == [
         (4, "CWE-79", "high")
     ]
+
+
+def test_the_worker_scans_ahead_so_semgrep_starts_rarely(monkeypatch: pytest.MonkeyPatch) -> None:
+    batches: list[int] = []
+    real = semgrep._scan_files
+
+    def counting(files: Any) -> Any:
+        batches.append(len(files))
+        return real(files)
+
+    monkeypatch.setattr(semgrep, "_scan_files", counting)
+    files = {f"web/f{i:02d}.js": f"eval(location.hash + '{i}');\n" for i in range(30)}
+    worker = StaticWorker(files)
+    lines = [
+        [f["line"] for f in _reply(worker, file_audit_prompt(p, text))["findings"]]
+        for p, text in sorted(files.items())
+    ]
+    assert lines == [[1]] * 30
+    assert sum(batches) == 30 and len(batches) == 2
