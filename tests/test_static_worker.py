@@ -238,10 +238,13 @@ def test_unparseable_python_still_gets_the_secret_scan() -> None:
     assert [(f.line, f.cwe, f.tool) for f in findings] == [(2, "CWE-798", "detect-secrets")]
 
 
-def test_javascript_gets_secrets_only() -> None:
+def test_javascript_gets_secrets_and_semgrep_rules() -> None:
     src = 'const stripe = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";\neval(location.hash.slice(1));\n'
     findings = analyze_file("web/app.js", src, start_line=10)
-    assert [(f.line, f.kind, f.severity) for f in findings] == [(10, "hardcoded-secret", "high")]
+    assert [(f.line, f.kind, f.severity) for f in findings] == [
+        (10, "hardcoded-secret", "high"),
+        (11, "code-injection", "critical"),
+    ]
     assert "4eC39HqLyjWDarjtT1zdp7dc" not in json.dumps([f.to_json() for f in findings])
 
 

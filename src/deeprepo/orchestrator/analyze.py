@@ -230,7 +230,14 @@ async def analyze(
     cache = ResponseCache(options.cache_dir) if options.cache else None
     timeout_s = max(call_timeout_s * 2, 600.0)  # the SDK's own limit stays above the wrapper's
     root_model = build_model(root_spec, role="root", env=options.env, timeout_s=timeout_s)
-    sub_model = build_model(sub_spec, role="sub", env=options.env, timeout_s=timeout_s)
+    # The static worker analyses whole files behind the slices it is shown.
+    sub_model = build_model(
+        sub_spec,
+        role="sub",
+        env=options.env,
+        timeout_s=timeout_s,
+        builtin_kwargs={"codebase": codebase} if sub_spec.provider == "static" else None,
+    )
     root = MeteredModel(
         root_model,
         role="root",

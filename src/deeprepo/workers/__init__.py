@@ -1,6 +1,8 @@
 """Built-in sub-LLM workers that need no network and no key.
 
-``make_worker("static")`` returns the analyzer-backed :class:`StaticWorker`;
+``make_worker("static")`` returns the analyzer-backed :class:`StaticWorker`
+(``codebase=`` gives it the repository, so slices are analysed in their whole
+file's context);
 ``make_worker("oracle", ground_truth=...)`` the ground-truth worker used for tasks.
 Workers are imported lazily so that naming one does not load the others'
 dependencies.
@@ -29,14 +31,18 @@ def make_worker(name: str, **options: Any) -> ChatModel:
     """
     key = name.strip().lower()
     if key == "static":
+        files = options.pop("files", None)
+        codebase = options.pop("codebase", None)
         if options:
             raise ConfigError(
-                f"the static worker takes no options (got {', '.join(sorted(options))}); "
-                "remove them or pick another --sub model"
+                f"the static worker takes no options but files= or codebase= "
+                f"(got {', '.join(sorted(options))}); remove them or pick another --sub model"
             )
         from deeprepo.workers.static import StaticWorker
 
-        return StaticWorker()
+        if files is None and codebase is not None:
+            files = getattr(codebase, "files", codebase)
+        return StaticWorker(files)
     if key == "oracle":
         if "ground_truth" not in options:
             raise ConfigError(
