@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +138,31 @@ def test_help_explains_itself() -> None:
         "--rev",
     ):
         assert flag in proc.stdout
+
+
+def test_a_file_an_analyzer_cannot_read_is_said_everywhere(tmp_path: Path) -> None:
+    """Python 3.12 syntax under 3.11: bandit cannot parse it; the run says which file, in the
+    console, metrics.json and report.md, instead of losing its findings without a word."""
+    repo = tmp_path / "repo" / "app"
+    repo.mkdir(parents=True)
+    (repo / "new.py").write_text(
+        "import hashlib\n\ntype Point = tuple[int, int]\n\n\n"
+        "def digest(password):\n    return hashlib.md5(password.encode()).hexdigest()\n"
+    )
+    (repo / "old.py").write_text(
+        "import subprocess\n\n\ndef run(cmd):\n    return subprocess.call(cmd, shell=True)\n"
+    )
+    out = tmp_path / "run"
+    proc = run_cli("analyze", str(tmp_path / "repo"), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    notes = json.loads((out / "metrics.json").read_text())["notes"]
+    unread = [n for n in notes if "not analysed by bandit" in n]
+    if sys.version_info >= (3, 12):  # bandit parses the file: nothing to say
+        assert unread == []
+        return
+    assert len(unread) == 1 and unread[0].endswith(": app/new.py"), notes
+    assert "not analysed by bandit" in proc.stdout
+    assert "not analysed by bandit" in (out / "report.md").read_text()
+    # The other file's finding is still there.
+    findings = json.loads((out / "findings.json").read_text())
+    assert any(f["file"] == "app/old.py" and f["cwe"] == "CWE-78" for f in findings)

@@ -86,3 +86,19 @@ def test_codebase_carries_scopes_and_counts() -> None:
     assert cb.scope_of("vendor/not_loaded.py") == "vendored"
     assert count_scopes({"a": "test", "b": "source"}) == {"source": 1, "test": 1}
     assert "source" in HEADLINE_SCOPES and "test" not in HEADLINE_SCOPES
+
+
+def test_a_library_copied_into_an_asset_folder_is_vendored() -> None:
+    banner = (
+        "/*!\n * Materialize v0.97.5 (http://materializecss.com)\n * Copyright 2014-2015\n */\n"
+    )
+    body = "(function ($) {\n  $.fn.x = function () { return this; };\n})(jQuery);\n" * 20
+    assert classify_scope("app/static/js/materialize.js", banner + body) == "vendored"
+    assert (
+        classify_scope("web/assets/jquery.js", "/*! jQuery v3.7.1 | (c) OpenJS */\n" + body)
+        == "vendored"
+    )
+    # The project's own script, or a licence header outside an asset folder, stays source.
+    assert classify_scope("app/static/js/app.js", "// our app\n" + body) == "source"
+    apache = "/*\n * Copyright 2024 Acme. Licensed under the Apache License 2.0\n */\n"
+    assert classify_scope("src/server/routes.js", apache + body) == "source"

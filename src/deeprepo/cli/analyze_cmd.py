@@ -84,6 +84,8 @@ def render_summary(handle: RunHandle) -> None:
         out.print(
             f"Not audited: {shown}{more} (all in metrics.json: unaudited_paths)", highlight=False
         )
+    for note in r.notes:
+        out.print(f"[yellow]note[/]: {console(note)}", highlight=False)
     out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
 
 

@@ -184,6 +184,16 @@ _GENERATED_MARK = re.compile(
     re.IGNORECASE,
 )
 _GENERATED_HEAD_CHARS = 2048
+# A browser library copied into a project's asset folder keeps its release banner
+# (``/*! jQuery v3.7.1 | (c) OpenJS Foundation``): a preserved comment naming a version,
+# a copyright or a licence. Project files under the same folders rarely open that way.
+_ASSET_DIRS = frozenset(
+    {"static", "assets", "public", "www", "wwwroot", "lib", "libs", "js", "css"}
+)
+_LIBRARY_BANNER = re.compile(
+    r"\A\s*/\*[!*].{0,400}?(?:@license|\bv?\d+\.\d+\.\d+\b|\(c\)|copyright|licen[sc]ed under)",
+    re.IGNORECASE | re.DOTALL,
+)
 _MINIFIABLE_EXTS = frozenset({".js", ".mjs", ".cjs", ".css"})
 # A hand-written file rarely averages over 200 characters a line or holds a 1,000+ one.
 _MINIFIED_MEAN_LINE = 200
@@ -212,6 +222,13 @@ def classify_scope(path: str, text: str = "") -> Scope:
     dirs = parts[:-1]
     ext = posixpath.splitext(name)[1]
     if any(d in _VENDORED_DIRS for d in dirs):
+        return "vendored"
+    if (
+        text
+        and ext in _MINIFIABLE_EXTS
+        and any(d in _ASSET_DIRS for d in dirs)
+        and _LIBRARY_BANNER.match(text)
+    ):
         return "vendored"
     if (
         name in _GENERATED_FILES

@@ -35,6 +35,8 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.textsafe import escape_name
+from deeprepo.workers.static import StaticWorker
 
 if TYPE_CHECKING:
     from deeprepo.orchestrator.resume import SavedRun
@@ -256,7 +258,9 @@ async def analyze(
         prices=prices,
         budget=budget,
         concurrency=options.sub_concurrency,
-        cache=cache,
+        # A built-in worker costs nothing and answers from the code of this deeprepo and the
+        # whole file behind a slice: a cached answer could be another version's or file's.
+        cache=None if sub_spec.is_builtin else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )
@@ -330,6 +334,8 @@ async def analyze(
         finally:
             await root.aclose()
             await sub.aclose()
+        if isinstance(sub_model, StaticWorker):
+            result.notes.extend(unread_notes(sub_model.unread_files()))
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
@@ -346,6 +352,23 @@ async def analyze(
         )
     write_outputs(out_dir, result, codebase, offline=offline)
     return RunHandle(result=result, codebase=codebase, out_dir=out_dir, offline=offline)
+
+
+def unread_notes(unread: Mapping[tuple[str, str], str], limit: int = 10) -> list[str]:
+    """One note per analyzer that could not read some files: how many, and which."""
+    by_tool: dict[str, list[str]] = {}
+    for (path, tool), _message in sorted(unread.items()):
+        by_tool.setdefault(tool, []).append(path)
+    notes = []
+    for tool, paths in by_tool.items():
+        shown = ", ".join(escape_name(p) for p in paths[:limit])
+        more = f" and {len(paths) - limit:,} more" if len(paths) > limit else ""
+        example = unread[(paths[0], tool)].removeprefix(f"not analysed by {tool}: ")
+        notes.append(
+            f"{len(paths):,} file(s) not analysed by {tool} (their findings from it are missing; "
+            f"e.g. {escape_name(example)[:200]}): {shown}{more}"
+        )
+    return notes
 
 
 def _audit_progress(targets: set[str], on_event: EventSink) -> Callable[[str], None]:

@@ -134,10 +134,17 @@ class StaticWorker:
         self._semgrep_memo = _Memo(_MEMO_LIMIT)
         self._semgrep_order: list[str] | None = None
         self._order_lock = threading.Lock()
+        # (path, tool) -> why that analyzer could not read the file, for the run's notes.
+        self._unread: dict[tuple[str, str], str] = {}
 
     @property
     def name(self) -> str:
         return "static"
+
+    def unread_files(self) -> dict[tuple[str, str], str]:
+        """``(path, tool) -> message`` for every file an analyzer could not read so far."""
+        with self._order_lock:
+            return dict(self._unread)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Audit every file block of the last user message; zero usage, no network."""
@@ -169,6 +176,8 @@ class StaticWorker:
                 if (t.path, w.message) not in seen_warnings:
                     seen_warnings.add((t.path, w.message))
                     warnings.append(w.to_json(t.path))
+                    with self._order_lock:
+                        self._unread.setdefault((t.path, w.tool), w.message)
         reply: dict[str, Any] = {"findings": findings}
         if warnings:
             reply["warnings"] = warnings
