@@ -145,20 +145,30 @@ def local_imports(path):
     return out
 
 FLOW_LINES = 700
+FLOW_DEPTH = 3
 
 def flow_jobs(paths):
-    # Each file with the local modules it imports, in one prompt: a value read in one file
-    # may reach a dangerous call in another, which no single-file audit can see.
+    # Each file with the local modules it imports, and what those import (up to FLOW_DEPTH
+    # hops, nearest first, within FLOW_LINES), in one prompt: a value read in one file may
+    # reach a dangerous call in another, through a module in between, which no single-file
+    # audit (nor a file with its direct imports only) can see.
     sizes = {p: codebase[p].count("\n") + 1 for p in paths}
     jobs = []
     for p in paths:
         if sizes[p] > CHUNK_LINES:
             continue
-        group, total = [p], sizes[p]
-        for q in local_imports(p):
-            if q in sizes and sizes[q] <= CHUNK_LINES and total + sizes[q] <= FLOW_LINES:
-                group.append(q)
-                total += sizes[q]
+        group, total, frontier = [p], sizes[p], [p]
+        for _ in range(FLOW_DEPTH):
+            nxt = []
+            for f in frontier:
+                for q in local_imports(f):
+                    if q in group or q not in sizes or sizes[q] > CHUNK_LINES:
+                        continue
+                    if total + sizes[q] <= FLOW_LINES:
+                        group.append(q)
+                        total += sizes[q]
+                        nxt.append(q)
+            frontier = nxt
         if len(group) > 1:
             jobs.append(group)
     # A group inside a bigger one adds nothing the bigger one did not show.
