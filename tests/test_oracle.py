@@ -228,6 +228,34 @@ def test_a_cross_file_bug_needs_its_source_in_the_same_prompt() -> None:
     assert "views" not in json.dumps(f)  # never names the source from the ground truth
 
 
+def test_a_cross_file_bug_through_a_hop_module() -> None:
+    # route -> hop -> sink: the source line and the sink in one prompt, a third file between.
+    codebase, gt = _cross_task()
+    worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+    shown = [file_audit_prompt(p, codebase[p]) for p in ("app/views.py", "app/other.py", "app/dal.py")]
+    (f,) = worker.findings("\n".join(shown))
+    assert (f["file"], f["line"]) == ("app/dal.py", 40)
+    # A short check of the sink with a few lines around the source finds it too.
+    window = "\n".join(codebase["app/views.py"].split("\n")[6:18])
+    check = "Is there a real vulnerability at line 40 of app/dal.py?\n" + window + "\n"
+    sink = codebase["app/dal.py"].split("\n")
+    check += "\n".join(f"{n}: {sink[n - 1]}" for n in range(30, 51))
+    (f,) = worker.findings(check)
+    assert (f["file"], f["line"]) == ("app/dal.py", 40)
+
+
+def test_a_repeated_line_is_cited_where_its_number_says() -> None:
+    # The same text at lines 10 and 40 of one file; the bug is the copy at line 10.
+    lines = _file(7).split("\n")
+    lines[39] = lines[9]
+    codebase = {"app/repo.py": "\n".join(lines)}
+    gt = [{"id": "b", "file": "app/repo.py", "start_line": 10, "end_line": 10,
+           "cwe": "CWE-89", "kind": "sql-injection", "vulnerable": True}]
+    worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+    (f,) = worker.findings(file_audit_prompt("app/repo.py", codebase["app/repo.py"]))
+    assert f["line"] == 10
+
+
 def test_reproducible_regardless_of_order() -> None:
     codebase, gt = _task(60)
     prompts = [file_audit_prompt(p, t) for p, t in codebase.items()]
