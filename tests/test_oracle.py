@@ -232,7 +232,9 @@ def test_a_cross_file_bug_through_a_hop_module() -> None:
     # route -> hop -> sink: the source line and the sink in one prompt, a third file between.
     codebase, gt = _cross_task()
     worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
-    shown = [file_audit_prompt(p, codebase[p]) for p in ("app/views.py", "app/other.py", "app/dal.py")]
+    shown = [
+        file_audit_prompt(p, codebase[p]) for p in ("app/views.py", "app/other.py", "app/dal.py")
+    ]
     (f,) = worker.findings("\n".join(shown))
     assert (f["file"], f["line"]) == ("app/dal.py", 40)
     # A short check of the sink with a few lines around the source finds it too.
@@ -249,8 +251,17 @@ def test_a_repeated_line_is_cited_where_its_number_says() -> None:
     lines = _file(7).split("\n")
     lines[39] = lines[9]
     codebase = {"app/repo.py": "\n".join(lines)}
-    gt = [{"id": "b", "file": "app/repo.py", "start_line": 10, "end_line": 10,
-           "cwe": "CWE-89", "kind": "sql-injection", "vulnerable": True}]
+    gt = [
+        {
+            "id": "b",
+            "file": "app/repo.py",
+            "start_line": 10,
+            "end_line": 10,
+            "cwe": "CWE-89",
+            "kind": "sql-injection",
+            "vulnerable": True,
+        }
+    ]
     worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
     (f,) = worker.findings(file_audit_prompt("app/repo.py", codebase["app/repo.py"]))
     assert f["line"] == 10
