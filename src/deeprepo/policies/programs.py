@@ -163,14 +163,14 @@ def flow_jobs(paths):
     sizes = {p: codebase[p].count("\n") + 1 for p in paths}
     jobs = []
     for p in paths:
-        if sizes[p] > CHUNK_LINES:
+        if sizes[p] > FLOW_LINES // 2:
             continue
         group, total, frontier = [p], sizes[p], [p]
         for _ in range(FLOW_DEPTH):
             nxt = []
             for f in frontier:
                 for q in local_imports(f):
-                    if q in group or q not in sizes or sizes[q] > CHUNK_LINES:
+                    if q in group or q not in sizes:
                         continue
                     if total + sizes[q] <= FLOW_LINES:
                         group.append(q)
@@ -285,9 +285,10 @@ def verify_checks(f):
         back = call_sites(*site)
         chains.extend([[site, b] for b in back[:2]] or [[site]])
     for chain in chains[:MAX_CHAINS]:
-        ws = [window(f["file"], f["line"], CALL_RADIUS)] + [window(p, n, CALL_RADIUS) for p, n in chain]
-        if code_lines(ws) <= VERIFY_LINES:
-            checks.append(ws)
+        for radius in (CALL_RADIUS, CALL_RADIUS - 3):  # two looks here too
+            ws = [window(f["file"], f["line"], radius)] + [window(p, n, radius) for p, n in chain]
+            if code_lines(ws) <= VERIFY_LINES:
+                checks.append(ws)
     return checks
 
 def verify_pending(tolerance=3):
