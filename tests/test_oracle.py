@@ -267,6 +267,27 @@ def test_a_repeated_line_is_cited_where_its_number_says() -> None:
     assert f["line"] == 10
 
 
+def test_a_short_check_confirms_true_bugs_and_rarely_false_ones() -> None:
+    # What a root's verification relies on: a check is an independent draw (a new window
+    # and instruction), a true bug comes back at the worker's recall, and a false finding
+    # only when a new false draw lands next to it (false findings are per 1,000 lines).
+    lines = CODEBASE["svc/mod0.py"].split("\n")
+
+    def check(line: int, lo: int, hi: int) -> str:
+        shown = "\n".join(f"{n}: {lines[n - 1]}" for n in range(lo, hi + 1))
+        return f"Is there a real vulnerability at line {line} of svc/mod0.py? JSON only.\n{shown}"
+
+    def again(worker: OracleWorker, line: int, lo: int, hi: int) -> bool:
+        return any(abs(f["line"] - line) <= 3 for f in worker.findings(check(line, lo, hi)))
+
+    workers = [OracleWorker(GT, seed=s, codebase=CODEBASE) for s in range(400)]
+    true = sum(again(w, 30, 15, 45) for w in workers) / len(workers)
+    false = sum(again(w, 10, 1, 25) for w in workers) / len(workers)
+    decoy = sum(again(w, 55, 41, 60) for w in workers) / len(workers)
+    assert 0.85 <= true <= 0.95, true
+    assert false <= 0.01 and decoy <= 0.02, (false, decoy)
+
+
 def test_reproducible_regardless_of_order() -> None:
     codebase, gt = _task(60)
     prompts = [file_audit_prompt(p, t) for p, t in codebase.items()]
