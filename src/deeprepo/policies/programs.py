@@ -300,10 +300,14 @@ def verify_pending(tolerance=3):
             prompts.append(verify_prompt(f, ws))
             owner.append(k)
     replies = llm_batch(prompts) if prompts else []
-    confirmed = set()
+    confirmed, answered = set(), set()
     for k, reply in zip(owner, replies):
         f = doubtful[k]
-        for item in parse_worker_reply(reply) or []:
+        items = parse_worker_reply(reply)
+        if items is None:
+            continue  # the check failed: it says nothing either way
+        answered.add(k)
+        for item in items:
             named = str(item.get("file") or f["file"]).removeprefix("./")
             try:
                 line = int(str(item.get("line", 0)).split("-")[0])
@@ -312,7 +316,7 @@ def verify_pending(tolerance=3):
             if named == f["file"] and abs(line - f["line"]) <= tolerance:
                 confirmed.add(k)
     kept = [f for f in pending.values() if f["reports"] >= 2]
-    kept += [f for k, f in enumerate(doubtful) if k in confirmed]
+    kept += [f for k, f in enumerate(doubtful) if k in confirmed or k not in answered]
     for f in kept:
         key = (f["file"], f["line"], str(f["cwe"] or f["kind"]))
         if key in seen_keys:
