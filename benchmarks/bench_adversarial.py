@@ -25,6 +25,7 @@ POLICIES = (
     "per-file",
     "serial",
     "stock-filter",
+    "expert-unchecked",
     "half",
     "regex-only",
     "regex-audit",
@@ -39,6 +40,10 @@ TARGETS: tuple[tuple[str, Any], ...] = (
     ("ignore-workers <= 0.40", lambda m: m["ignore-workers"] <= 0.40),
     ("regex-only <= own-prompts - 0.25", lambda m: m["regex-only"] <= m["own-prompts"] - 0.25),
     ("stock-filter <= expert + 0.03", lambda m: m["stock-filter"] <= m["expert"] + 0.03),
+    (
+        "stock-filter <= expert-unchecked + 0.03",
+        lambda m: m["stock-filter"] <= m["expert-unchecked"] + 0.03,
+    ),
     ("half <= own-prompts - 0.15", lambda m: m["half"] <= m["own-prompts"] - 0.15),
     ("serial >= ignore-workers + 0.20", lambda m: m["serial"] >= m["ignore-workers"] + 0.20),
     ("expert >= 0.85", lambda m: m["expert"] >= 0.85),

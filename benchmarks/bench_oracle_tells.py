@@ -1,15 +1,17 @@
 """The tells table: how well each field of an ``oracle`` finding predicts whether it is true.
 
-The scripted expert audits generated tasks through the real Episode with the oracle
+A scripted root audits generated tasks through the real Episode with the oracle
 worker (its false-finding rate raised, so there are enough false findings to measure) and
-records what the workers report; each recorded finding is labelled true or false by the
+records what the workers report, unchecked (``--policy``, default ``own-prompts``; the
+expert checks doubtful findings with short re-queries, which drops most false ones before
+they are recorded); each recorded finding is labelled true or false by the
 grader. For each field, a detector learns P(true | value)
 on half of the findings (split by task) and scores the other half: balanced accuracy and
 AUC, where 0.5 is chance. A field that predicted the label well would let a root filter
 the worker's false findings without reading the code (issue 9's "stock text" route).
 
 Run: ``.venv/bin/python benchmarks/bench_oracle_tells.py [--sizes small,medium]
-[--seeds 1,2,3] [--n 6] [--false-rate 20]``
+[--seeds 1,2,3] [--n 6] [--false-rate 20] [--policy own-prompts]``
 """
 
 from __future__ import annotations
@@ -40,10 +42,15 @@ FEATURES: dict[str, Feature] = {
 
 
 def _collect(
-    sizes: list[str], seeds: list[int], langs: list[str], n: int, false_rate: float
+    sizes: list[str],
+    seeds: list[int],
+    langs: list[str],
+    n: int,
+    false_rate: float,
+    policy: str = "own-prompts",
 ) -> list[tuple[str, bool, dict[str, Any], str]]:
     """(task id, is true, finding as a dict, flagged line's text) for every finding the
-    scripted expert recorded from the oracle's replies."""
+    scripted ``policy`` recorded from the oracle's replies."""
     import asyncio
 
     from deeprepo.env.rollout import run_rollout
@@ -67,7 +74,7 @@ def _collect(
             async with gate:
                 return await run_rollout(
                     task,
-                    root=make_policy("expert"),
+                    root=make_policy(policy),
                     episode_config=EpisodeConfig(max_turns=20),
                     oracle_options={"false_rate": false_rate},
                 )
@@ -112,6 +119,7 @@ def main() -> None:
     ap.add_argument("--langs", default="python,js,mixed")
     ap.add_argument("--n", type=int, default=6, help="tasks per (size, seed, lang)")
     ap.add_argument("--false-rate", type=float, default=20.0, help="per 1,000 lines shown")
+    ap.add_argument("--policy", default="own-prompts", help="a root that records unchecked")
     args = ap.parse_args()
     rows = _collect(
         args.sizes.split(","),
@@ -119,6 +127,7 @@ def main() -> None:
         args.langs.split(","),
         args.n,
         args.false_rate,
+        args.policy,
     )
     n_true = sum(1 for _, y, _, _ in rows if y)
     print(

@@ -24,6 +24,7 @@ POLICIES = (
     "own-prompts",
     "serial",
     "stock-filter",
+    "expert-unchecked",
     "half",
     "regex-only",
     "ignore-workers",
@@ -81,6 +82,8 @@ def test_grep_with_a_say_ok_worker_stays_well_below_honest_work(means: dict[str,
 
 def test_filtering_stock_text_gains_nothing(means: dict[str, float]) -> None:
     assert means["stock-filter"] <= means["expert"] + 0.03, means
+    # ... nor over the same dispatch unfiltered (the expert checks findings; this one doesn't)
+    assert means["stock-filter"] <= means["expert-unchecked"] + 0.03, means
 
 
 def test_auditing_half_the_files_costs(means: dict[str, float]) -> None:

@@ -228,6 +228,66 @@ def test_a_cross_file_bug_needs_its_source_in_the_same_prompt() -> None:
     assert "views" not in json.dumps(f)  # never names the source from the ground truth
 
 
+def test_a_cross_file_bug_through_a_hop_module() -> None:
+    # route -> hop -> sink: the source line and the sink in one prompt, a third file between.
+    codebase, gt = _cross_task()
+    worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+    shown = [
+        file_audit_prompt(p, codebase[p]) for p in ("app/views.py", "app/other.py", "app/dal.py")
+    ]
+    (f,) = worker.findings("\n".join(shown))
+    assert (f["file"], f["line"]) == ("app/dal.py", 40)
+    # A short check of the sink with a few lines around the source finds it too.
+    window = "\n".join(codebase["app/views.py"].split("\n")[6:18])
+    check = "Is there a real vulnerability at line 40 of app/dal.py?\n" + window + "\n"
+    sink = codebase["app/dal.py"].split("\n")
+    check += "\n".join(f"{n}: {sink[n - 1]}" for n in range(30, 51))
+    (f,) = worker.findings(check)
+    assert (f["file"], f["line"]) == ("app/dal.py", 40)
+
+
+def test_a_repeated_line_is_cited_where_its_number_says() -> None:
+    # The same text at lines 10 and 40 of one file; the bug is the copy at line 10.
+    lines = _file(7).split("\n")
+    lines[39] = lines[9]
+    codebase = {"app/repo.py": "\n".join(lines)}
+    gt = [
+        {
+            "id": "b",
+            "file": "app/repo.py",
+            "start_line": 10,
+            "end_line": 10,
+            "cwe": "CWE-89",
+            "kind": "sql-injection",
+            "vulnerable": True,
+        }
+    ]
+    worker = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+    (f,) = worker.findings(file_audit_prompt("app/repo.py", codebase["app/repo.py"]))
+    assert f["line"] == 10
+
+
+def test_a_short_check_confirms_true_bugs_and_rarely_false_ones() -> None:
+    # What a root's verification relies on: a check is an independent draw (a new window
+    # and instruction), a true bug comes back at the worker's recall, and a false finding
+    # only when a new false draw lands next to it (false findings are per 1,000 lines).
+    lines = CODEBASE["svc/mod0.py"].split("\n")
+
+    def check(line: int, lo: int, hi: int) -> str:
+        shown = "\n".join(f"{n}: {lines[n - 1]}" for n in range(lo, hi + 1))
+        return f"Is there a real vulnerability at line {line} of svc/mod0.py? JSON only.\n{shown}"
+
+    def again(worker: OracleWorker, line: int, lo: int, hi: int) -> bool:
+        return any(abs(f["line"] - line) <= 3 for f in worker.findings(check(line, lo, hi)))
+
+    workers = [OracleWorker(GT, seed=s, codebase=CODEBASE) for s in range(400)]
+    true = sum(again(w, 30, 15, 45) for w in workers) / len(workers)
+    false = sum(again(w, 10, 1, 25) for w in workers) / len(workers)
+    decoy = sum(again(w, 55, 41, 60) for w in workers) / len(workers)
+    assert 0.85 <= true <= 0.95, true
+    assert false <= 0.01 and decoy <= 0.02, (false, decoy)
+
+
 def test_reproducible_regardless_of_order() -> None:
     codebase, gt = _task(60)
     prompts = [file_audit_prompt(p, t) for p, t in codebase.items()]

@@ -318,6 +318,8 @@ def test_targeted_re_queries_and_new_context_are_not_repeats() -> None:
     )
     verified = dispatch_stats(FILES, [*audit(SOURCES), check])
     assert verified.redundancy == 0.0 and verified.targeted_prompts == 1
+    # ... and it carries code, so it does not lower the delegation part's content share
+    assert verified.content_prompts == verified.prompts
     # a file shown again beside a file it was not shown with: following data across files
     pair = file_audit_prompt("app/a.py", FILES["app/a.py"]) + file_audit_prompt(
         "app/b.py", FILES["app/b.py"]

@@ -107,6 +107,8 @@ _CONTENT_LINES = 30
 # touches, is a targeted re-query (verification), not a blind repeat.
 _TARGETED_LINES = 60
 _TARGETED_SHARE = 0.5
+# ... and one carrying at least this many of them counts as a content prompt (delegation).
+_TARGETED_MIN_LINES = 5
 
 
 @dataclass(frozen=True)
@@ -266,11 +268,12 @@ def dispatch_stats(
         fractions = index.fractions(lines)
         again = mine & seen
         group = frozenset(owner[ln] for ln in mine)
-        if (
+        is_targeted = bool(
             again
             and len(mine) <= _TARGETED_LINES
             and all(f < _TARGETED_SHARE for f in fractions.values())
-        ):
+        )
+        if is_targeted:
             targeted += 1
         else:
             shown += len(mine)
@@ -279,10 +282,12 @@ def dispatch_stats(
         for f in group:
             groups.setdefault(f, []).append(group)
         seen |= mine
-        if len(lines & everything) >= _CONTENT_LINES or any(
-            frac >= min_fraction for frac in fractions.values()
+        if (
+            len(lines & everything) >= _CONTENT_LINES
+            or any(frac >= min_fraction for frac in fractions.values())
+            or (is_targeted and len(mine) >= _TARGETED_MIN_LINES)
         ):
-            content += 1
+            content += 1  # a check of a finding carries the code it checks
     covered = index.covered_by_lines(all_lines, min_fraction)
     return DispatchStats(
         covered=frozenset(covered),

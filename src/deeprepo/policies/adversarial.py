@@ -11,8 +11,11 @@ reward must keep the gaming ones low (``tests/test_adversarial.py``, the table i
                     with "Say OK." so that its content "reached a worker";
 ``regex-audit``     the same grep, but each file is sent with ``file_audit_prompt`` (whose
                     replies it does not read), so the grep's hits are "grounded";
-``stock-filter``    the expert, but drops findings whose title or detail looks stock (the
-                    old oracle's tell for its invented findings);
+``stock-filter``    the expert's dispatch, but drops findings whose title or detail looks
+                    stock (the old oracle's tell for its invented findings) instead of
+                    checking them;
+``expert-unchecked`` the expert without its checks of doubtful findings: what
+                    ``stock-filter`` must not beat by more than 0.03;
 ``half``            audits half of the source files honestly, then answers;
 ``serial``          honest, one ``llm_query`` per file;
 ``own-prompts``     honest, with its own audit prompt (path, then lines numbered ``N: ``),
@@ -24,7 +27,7 @@ reward must keep the gaming ones low (``tests/test_adversarial.py``, the table i
 
 from __future__ import annotations
 
-from deeprepo.policies.programs import _HELPERS, _REPORT
+from deeprepo.policies.programs import _HELPERS, _REPORT, EXPERT
 
 _SOURCES = r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
@@ -129,6 +132,14 @@ print("kept", kept)
     + r"""
 set_answer(report)
 """
+]
+
+# The expert recording what its workers report, unchecked (turn 2 holds nothing back).
+assert "VERIFY = True\n" in EXPERT[1]
+EXPERT_UNCHECKED = [
+    EXPERT[0],
+    EXPERT[1].replace("VERIFY = True\n", "VERIFY = False\n", 1),
+    *EXPERT[2:],
 ]
 
 HALF = [

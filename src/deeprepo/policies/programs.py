@@ -87,6 +87,14 @@ def record(path, items, lo, hi, shared=False):
                  severity=str(item.get("severity") or "medium"), title=str(item.get("title") or ""),
                  detail=str(item.get("detail") or ""), fix=str(item.get("fix") or ""), cwe=item.get("cwe"))
         key = (path, line, str(f["cwe"] or f["kind"]))
+        if VERIFY:
+            # Held until checked (verify_pending); a second prompt reporting it corroborates it.
+            if key in pending:
+                pending[key]["reports"] += 1
+            else:
+                pending[key] = dict(f, reports=1)
+                added += 1
+            continue
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -179,23 +187,33 @@ def local_imports(path):
     return out
 
 FLOW_LINES = 700
+FLOW_DEPTH = 3
 # Cross-file prompts repeat code the audit already showed: past this many, a big repository
 # pays twice for little (they are for flows between a few modules, not for every file).
 MAX_FLOW_PROMPTS = 500
 
 def flow_jobs(paths):
-    # Each file with the local modules it imports, in one prompt: a value read in one file
-    # may reach a dangerous call in another, which no single-file audit can see.
+    # Each file with the local modules it imports, and what those import (up to FLOW_DEPTH
+    # hops, nearest first, within FLOW_LINES), in one prompt: a value read in one file may
+    # reach a dangerous call in another, through a module in between, which no single-file
+    # audit (nor a file with its direct imports only) can see.
     sizes = {p: codebase[p].count("\n") + 1 for p in paths}
     jobs = []
     for p in paths:
-        if sizes[p] > CHUNK_LINES:
+        if sizes[p] > FLOW_LINES // 2:
             continue
-        group, total = [p], sizes[p]
-        for q in local_imports(p):
-            if q in sizes and sizes[q] <= CHUNK_LINES and total + sizes[q] <= FLOW_LINES:
-                group.append(q)
-                total += sizes[q]
+        group, total, frontier = [p], sizes[p], [p]
+        for _ in range(FLOW_DEPTH):
+            nxt = []
+            for f in frontier:
+                for q in local_imports(f):
+                    if q in group or q not in sizes:
+                        continue
+                    if total + sizes[q] <= FLOW_LINES:
+                        group.append(q)
+                        total += sizes[q]
+                        nxt.append(q)
+            frontier = nxt
         if len(group) > 1:
             jobs.append(group)
     # A group inside a bigger one adds nothing the bigger one did not show.
@@ -217,9 +235,145 @@ def flow_prompt(group):
         blocks.append(full[full.index("<file"):])
     return FLOW_ASK + "\n\n".join(blocks)
 
+# Checking doubtful findings: a short re-query around the cited line (and, for a line
+# inside a function other files call, the call sites that feed it, up to two hops back),
+# asking whether the problem is real. A finding stays when a check reports it again.
+VERIFY_RADIUS = 15
+CALL_RADIUS = 9
+VERIFY_LINES = 50  # non-trivial lines: the reward's targeted re-query is <= 60
+MAX_CHAINS = 3
+
+_DEF_RES = [
+    re.compile(r"^\s*(?:async\s+)?def\s+(\w+)"),
+    re.compile(r"^\s*(?:export\s+)?(?:async\s+)?function\s*\*?\s*(\w+)"),
+    re.compile(r"^\s*(?:export\s+)?(?:const|let|var)\s+(\w+)\s*=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*=>|\w+\s*=>)"),
+    re.compile(r"^\s*(?:static\s+)?(?:async\s+)?(\w+)\s*\([^)]*\)\s*\{"),
+    re.compile(r"^\s*(\w+)\s*:\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*=>)"),
+]
+_NOT_NAMES = {"if", "for", "while", "switch", "catch", "return", "function", "with"}
+
+def enclosing_name(path, line):
+    # The function or method the line sits in (the nearest definition above it).
+    lines = codebase[path].split("\n")
+    for i in range(min(line, len(lines)) - 1, -1, -1):
+        for rx in _DEF_RES:
+            m = rx.match(lines[i])
+            if m and m.group(1) not in _NOT_NAMES:
+                return m.group(1)
+    return None
+
+_IMPORTERS = {}
+
+def importers(path):
+    if not _IMPORTERS:
+        for f in sorted(codebase):
+            if is_source(f):
+                for q in local_imports(f):
+                    _IMPORTERS.setdefault(q, []).append(f)
+    return _IMPORTERS.get(path, [])
+
+def call_sites(path, line):
+    # Lines in modules importing `path` that call the function holding `line`.
+    name = enclosing_name(path, line)
+    if not name:
+        return []
+    rx = re.compile(r"\b" + re.escape(name) + r"\s*\(")
+    out = []
+    for f in importers(path):
+        for i, text in enumerate(codebase[f].split("\n"), 1):
+            if rx.search(text) and not any(d.match(text) for d in _DEF_RES):
+                out.append((f, i))
+    return out
+
+def window(path, line, radius):
+    # At most `radius` lines each side, and well under half of a small file's code: a
+    # check looks at the line in context, it does not re-send the file.
+    lines = codebase[path].split("\n")
+    code = {t.strip() for t in lines if len(t.strip()) >= 8}
+    while True:
+        lo, hi = max(1, line - radius), min(len(lines), line + radius)
+        shown = {t.strip() for t in lines[lo - 1:hi] if len(t.strip()) >= 8}
+        if radius <= 2 or len(shown) < 0.4 * len(code):
+            return (path, lo, hi)
+        radius -= 1
+
+VERIFY_ASK = ("Check one reported finding. Is there a real security vulnerability or bug at line "
+              "{line} of {path} (reported as: {title})? Look at where its input comes from in the "
+              "code below. Answer with JSON only: {{\"findings\": [{{\"file\", \"line\", \"kind\", "
+              "\"cwe\", \"severity\", \"title\", \"detail\"}}]}} with the finding if it is real, "
+              "or {{\"findings\": []}} if it is not.\n\n")
+
+def verify_prompt(f, windows):
+    blocks = []
+    for path, lo, hi in windows:
+        full = file_audit_prompt(path, lo, hi)
+        blocks.append(full[full.index("<file"):])
+    return VERIFY_ASK.format(line=f["line"], path=f["file"], title=f["title"] or f["kind"]) + "\n\n".join(blocks)
+
+def code_lines(ws):
+    return sum(1 for p, lo, hi in ws for t in codebase[p].split("\n")[lo - 1:hi] if len(t.strip()) >= 8)
+
+def verify_checks(f):
+    # The windows of each check for one finding: the line in two spans of context (workers
+    # miss things; a second look is cheap), then a few call chains that feed it.
+    checks = [[window(f["file"], f["line"], VERIFY_RADIUS)], [window(f["file"], f["line"], CALL_RADIUS)]]
+    chains = []
+    for site in call_sites(f["file"], f["line"]):
+        back = call_sites(*site)
+        chains.extend([[site, b] for b in back[:2]] or [[site]])
+    for chain in chains[:MAX_CHAINS]:
+        for radius in (CALL_RADIUS, CALL_RADIUS - 3):  # two looks here too
+            ws = [window(f["file"], f["line"], radius)] + [window(p, n, radius) for p, n in chain]
+            if code_lines(ws) <= VERIFY_LINES:
+                checks.append(ws)
+    return checks
+
+def verify_pending(tolerance=3):
+    # Findings two prompts reported are corroborated; the rest are checked, all in one batch.
+    doubtful = [f for f in pending.values() if f["reports"] < 2]
+    prompts, owner = [], []
+    for k, f in enumerate(doubtful):
+        for ws in verify_checks(f):
+            prompts.append(verify_prompt(f, ws))
+            owner.append(k)
+    replies = llm_batch(prompts) if prompts else []
+    confirmed, answered = set(), set()
+    for k, reply in zip(owner, replies):
+        f = doubtful[k]
+        items = parse_worker_reply(reply)
+        if items is None:
+            continue  # the check failed: it says nothing either way
+        answered.add(k)
+        for item in items:
+            named = str(item.get("file") or f["file"]).removeprefix("./")
+            try:
+                line = int(str(item.get("line", 0)).split("-")[0])
+            except ValueError:
+                continue
+            if named == f["file"] and abs(line - f["line"]) <= tolerance:
+                confirmed.add(k)
+    kept = [f for f in pending.values() if f["reports"] >= 2]
+    kept += [f for k, f in enumerate(doubtful) if k in confirmed or k not in answered]
+    for f in kept:
+        key = (f["file"], f["line"], str(f["cwe"] or f["kind"]))
+        if key in seen_keys:
+            continue
+        seen_keys.add(key)
+        f = {k: v for k, v in f.items() if k != "reports"}
+        all_findings.append(f)
+        add_finding(f["file"], f["line"], f["kind"], f["severity"], f["title"], f["detail"], f["fix"], cwe=f["cwe"], end_line=f["end_line"])
+    for f in doubtful:
+        if f not in kept:
+            print("  dropped (not confirmed):", f["file"] + ":" + str(f["line"]), "-", f["title"][:60])
+    dropped = len(pending) - len(kept)
+    pending.clear()
+    return len(doubtful), len(prompts), len(kept), dropped
+
 all_findings = globals().get("all_findings", [])
 seen_keys = globals().get("seen_keys", set())
 dispatched = globals().get("dispatched", set())
+VERIFY = globals().get("VERIFY", False)
+pending = globals().get("pending", {})
 """
 
 _REPORT = r"""
@@ -272,8 +426,10 @@ print("largest:", metadata["largest_files"][:5])
 print("skipped:", len(metadata["skipped"]))
 print(file_tree[:3000])
 """,
-    # Turn 2: delegate every source file (big ones in slices) in one parallel batch.
-    _HELPERS
+    # Turn 2: delegate every source file (big ones in slices) in one parallel batch; hold
+    # the findings until they are checked.
+    "VERIFY = True\n"
+    + _HELPERS
     + r"""
 sources = audit_paths()
 jobs = audit_jobs(sources)
@@ -281,8 +437,8 @@ flows = flow_jobs(sources)[:MAX_FLOW_PROMPTS]
 print("dispatching", len(jobs), "file slices over", len(sources), "files to audit and",
       len(flows), "cross-file prompts (a file with the modules it imports)")
 added, failed = dispatch(jobs, flows)
-print("findings recorded:", added, "| failed prompts:", len(failed))
-for f in all_findings[:40]:
+print("findings reported:", added, "| failed prompts:", len(failed))
+for f in list(pending.values())[:40]:
     print(" ", f["severity"], f["file"] + ":" + str(f["line"]), f["cwe"], "-", f["title"][:80])
 """,
     # Turn 3: retry what failed, check coverage, write the report, answer.
@@ -294,6 +450,9 @@ if retry:
     added, failed = dispatch(retry)
     print("retried", len(retry), "prompts:", added, "new findings,", len(failed), "still failing")
 print("covered", len(dispatched), "of", len(sources), "source files")
+doubtful, checks, kept, dropped = verify_pending()
+print("checked", doubtful, "doubtful findings with", checks, "short re-queries:",
+      kept, "findings kept,", dropped, "dropped")
 """
     + _REPORT
     + r"""
@@ -405,7 +564,7 @@ print(file_tree[:2000])
 ]
 
 FINAL_SUBMIT: dict[str, str] = {
-    "expert": _HELPERS + _REPORT + "\nset_answer(report)\n",
+    "expert": _HELPERS + "\nverify_pending()\n" + _REPORT + "\nset_answer(report)\n",
     "over-explorer": _HELPERS + _REPORT + "\nset_answer(report)\n",
     "syntax-errors": _BROKEN,
 }

@@ -24,6 +24,7 @@ POLICIES: dict[str, list[str]] = {
     "regex-only": adversarial.REGEX_ONLY,
     "regex-audit": adversarial.REGEX_AUDIT,
     "stock-filter": adversarial.STOCK_FILTER,
+    "expert-unchecked": adversarial.EXPERT_UNCHECKED,
     "half": adversarial.HALF,
     "serial": adversarial.SERIAL,
     "own-prompts": adversarial.OWN_PROMPTS,

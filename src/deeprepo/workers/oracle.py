@@ -308,6 +308,10 @@ class OracleWorker:
                 located = True
                 if len(places) <= _AMBIGUOUS:
                     number = line_number_prefix(raw) if k else None
+                    if number is not None:
+                        # A line whose text repeats in a file is the copy its number names.
+                        exact = {path for path, n in places if n == number}
+                        places = [(p, n) for p, n in places if p not in exact or n == number]
                     for path, n in places:
                         view = shown.get(path)
                         if view is None:

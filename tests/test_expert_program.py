@@ -1,0 +1,108 @@
+"""The scripted expert's helpers (``policies/programs.py``), run as the REPL runs them: flow
+groups that follow a value through a hop module, and the checks of doubtful findings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from deeprepo.orchestrator.prompts import file_audit_prompt
+from deeprepo.policies import programs
+
+ROUTE = """from app import service
+
+def handler(request):
+    name = request.args.get("name", "")
+    return service.export(name)
+""" + "\n".join(f"# route padding {i}" for i in range(40))
+
+HOP = """from app import sink
+
+def export(name):
+    cleaned = name.strip()
+    return sink.run_export(cleaned)
+""" + "\n".join(f"# hop padding {i}" for i in range(40))
+
+SINK = """import subprocess
+
+def run_export(target):
+    return subprocess.run("tar czf out.tgz " + target, shell=True)
+""" + "\n".join(f"# sink padding {i}" for i in range(40))
+
+CODEBASE = {"app/routes.py": ROUTE, "app/service.py": HOP, "app/sink.py": SINK}
+
+
+def _namespace(answer: Callable[[str], list[dict[str, Any]] | None]) -> dict[str, Any]:
+    recorded: list[dict[str, Any]] = []
+
+    def audit(path: str, start: int = 1, end: int | None = None) -> str:
+        # As the sandbox's file_audit_prompt: the file, or lines start..end of it.
+        lines = CODEBASE[path].split("\n")
+        return file_audit_prompt(path, "\n".join(lines[start - 1 : end]), start)
+
+    def batch(prompts: list[str]) -> list[str]:
+        out = []
+        for p in prompts:
+            items = answer(p)
+            out.append("[llm error] boom" if items is None else json.dumps({"findings": items}))
+        return out
+
+    ns: dict[str, Any] = {
+        "codebase": CODEBASE,
+        "file_audit_prompt": audit,
+        "llm_batch": batch,
+        "add_finding": lambda *a, **k: recorded.append({"args": a, **k}),
+        "recorded": recorded,
+        "VERIFY": True,
+    }
+    exec(programs._HELPERS, ns)
+    return ns
+
+
+def test_flow_groups_follow_a_value_through_a_hop_module() -> None:
+    ns = _namespace(lambda p: [])
+    groups = ns["flow_jobs"](sorted(CODEBASE))
+    assert any({"app/routes.py", "app/service.py", "app/sink.py"} <= set(g) for g in groups)
+    assert ns["call_sites"]("app/sink.py", 4) == [("app/service.py", 5)]
+    assert ns["call_sites"]("app/service.py", 5) == [("app/routes.py", 5)]
+
+
+def _finding(path: str, line: int) -> dict[str, Any]:
+    return {
+        "file": path,
+        "line": line,
+        "kind": "command-injection",
+        "title": "Shell",
+        "cwe": "CWE-78",
+    }
+
+
+def test_checks_keep_confirmed_and_corroborated_findings_and_drop_the_rest() -> None:
+    def answer(prompt: str) -> list[dict[str, Any]] | None:
+        if not prompt.startswith("Check one"):
+            return None
+        # A worker that confirms the sink only when it sees where the value comes from.
+        if "at line 4 of app/sink.py" in prompt and 'request.args.get("name"' in prompt:
+            return [_finding("app/sink.py", 4)]
+        return []
+
+    ns = _namespace(answer)
+    ns["record"]("app/sink.py", [_finding("app/sink.py", 4)], 1, 50)  # cross-file, real
+    ns["record"]("app/service.py", [_finding("app/service.py", 30)], 1, 50)  # false
+    for _ in range(2):  # reported by two prompts: corroborated, not re-asked
+        ns["record"]("app/routes.py", [_finding("app/routes.py", 20)], 1, 50)
+    doubtful, checks, kept, dropped = ns["verify_pending"]()
+    assert (doubtful, kept, dropped) == (2, 2, 1)
+    assert checks >= 4  # each doubtful finding at least twice, the sink with its callers
+    assert sorted((f["file"], f["line"]) for f in ns["all_findings"]) == [
+        ("app/routes.py", 20),
+        ("app/sink.py", 4),
+    ]
+    assert len(ns["recorded"]) == 2
+
+
+def test_a_finding_whose_checks_all_failed_is_kept() -> None:
+    ns = _namespace(lambda p: None)
+    ns["record"]("app/sink.py", [_finding("app/sink.py", 4)], 1, 50)
+    assert ns["verify_pending"]()[2] == 1
