@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -208,11 +209,12 @@ def _split_marks(line: str) -> tuple[str, str]:
     return (line[: m.start()], m.group(1)) if m else (line, "")
 
 
-def _close_index(line: str, start: int) -> int:
-    """Index of the bracket closing ``line[start]`` on the same line, or -1 (strings skipped)."""
+def _brackets(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """``(index, bracket, depth after it)`` for each bracket of ``text`` from ``start``, outside
+    string literals; a last ``(len(text), quote, depth)`` names an unclosed string (or "")."""
     depth, quote, i = 0, "", start
-    while i < len(line):
-        ch = line[i]
+    while i < len(text):
+        ch = text[i]
         if quote:
             if ch == "\\":
                 i += 2
@@ -223,11 +225,19 @@ def _close_index(line: str, start: int) -> int:
             quote = ch
         elif ch in "([{":
             depth += 1
+            yield i, ch, depth
         elif ch in ")]}":
             depth -= 1
-            if depth == 0:
-                return i if ch == ")" else -1
+            yield i, ch, depth
         i += 1
+    yield len(text), quote, depth
+
+
+def _close_index(line: str, start: int) -> int:
+    """Index of the bracket closing ``line[start]`` on the same line, or -1 (strings skipped)."""
+    for i, ch, depth in _brackets(line, start):
+        if i < len(line) and depth == 0 and ch in ")]}":
+            return i if ch == ")" else -1
     return -1
 
 
@@ -347,25 +357,12 @@ def _temporaries(rng: random.Random, code: str, lang: str, rate: float) -> str:
 
 
 def _balanced(expr: str) -> bool:
-    depth, quote, i = 0, "", 0
-    while i < len(expr):
-        ch = expr[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth < 0:
-                return False
-        i += 1
-    return depth == 0 and not quote
+    for i, ch, depth in _brackets(expr):
+        if depth < 0:
+            return False
+        if i == len(expr):
+            return depth == 0 and not ch
+    return True
 
 
 _DEF = re.compile(r"^(\s*(?:async )?def [^(]+\()(.*)(\):)$")
