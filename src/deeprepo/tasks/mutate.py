@@ -209,12 +209,15 @@ def _split_marks(line: str) -> tuple[str, str]:
     return (line[: m.start()], m.group(1)) if m else (line, "")
 
 
-def _brackets(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+def _brackets(text: str, start: int = 0, stop_at: str = "") -> Iterator[tuple[int, str, int]]:
     """``(index, bracket, depth after it)`` for each bracket of ``text`` from ``start``, outside
-    string literals; a last ``(len(text), quote, depth)`` names an unclosed string (or "")."""
+    string literals, up to a ``stop_at`` character outside strings (a comment); a last
+    ``(len(text), quote, depth)`` names an unclosed string (or "")."""
     depth, quote, i = 0, "", start
     while i < len(text):
         ch = text[i]
+        if ch == stop_at and not quote:
+            break
         if quote:
             if ch == "\\":
                 i += 2
@@ -242,23 +245,7 @@ def _close_index(line: str, start: int) -> int:
 
 
 def _open_parens(line: str) -> list[int]:
-    out, quote, i = [], "", 0
-    while i < len(line):
-        ch = line[i]
-        if quote:
-            if ch == "\\":
-                i += 2
-                continue
-            if ch == quote:
-                quote = ""
-        elif ch in "\"'`":
-            quote = ch
-        elif ch == "(":
-            out.append(i)
-        elif ch == "#" and not quote:
-            break
-        i += 1
-    return out
+    return [i for i, ch, _ in _brackets(line, stop_at="#") if ch == "("]
 
 
 def _wrap(line: str, lang: str) -> list[str] | None:
