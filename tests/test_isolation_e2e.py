@@ -275,3 +275,22 @@ def test_auto_without_bwrap_refuses_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "install bubblewrap" in lines[0] and "--sandbox process" in lines[0]
+
+
+def test_auto_without_bwrap_runs_the_builtin_offline_engine_in_process_mode(
+    tmp_path: Path,
+) -> None:
+    # The scripted root is deeprepo's own program, not model-written code: without bwrap the
+    # offline engine still runs (process isolation) and says so, instead of refusing.
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "git").symlink_to(shutil.which("git") or "/usr/bin/git")
+    out = tmp_path / "run"
+    r = run_cli("analyze", str(EXAMPLE), "--out", str(out), env={"PATH": str(bindir)})
+    if r.returncode == 2 and "refusing --sandbox process as root" in r.stderr:
+        pytest.skip("process mode is refused here (root without Landlock)")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["sandbox"] == "process"
+    assert any("bubblewrap is not available" in n for n in m["notes"]), m["notes"]
+    assert "bubblewrap is not available" in r.stdout

@@ -14,6 +14,7 @@ import json
 import os
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,7 +35,7 @@ from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.sandbox.config import SandboxConfig
-from deeprepo.sandbox.isolation import resolve_mode
+from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 from deeprepo.sandbox.pool import KernelPool
 
 __all__ = ["ENVIRONMENT_NAME", "EvalOptions", "EvalRun", "default_eval_dir", "run_eval"]
@@ -198,7 +199,10 @@ async def run_eval(
             options.sub, tasks[0], worker_seed=0, base_url=options.sub_base_url, env=options.env
         )
     config = EpisodeConfig(max_turns=options.max_turns, timeout_s=options.timeout_s)
-    sandbox = SandboxConfig(mode=options.sandbox)  # type: ignore[arg-type]
+    mode, note = mode_for_root(options.sandbox, builtin_root=root_spec.is_builtin)
+    if note:
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+    sandbox = SandboxConfig(mode=mode)  # type: ignore[arg-type]
     resolve_mode(sandbox.mode)  # no bwrap under auto: one refusal now, not one per rollout
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(options.concurrency)

@@ -35,6 +35,7 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.isolation import mode_for_root
 from deeprepo.textsafe import escape_name
 from deeprepo.workers.static import StaticWorker
 
@@ -270,8 +271,9 @@ async def analyze(
     if on_event is not None:
         on_event("audit_start", {"files": len(audit_paths)})
         dispatcher.on_answer = _audit_progress(set(audit_paths), on_event)
+    sandbox_mode, sandbox_note = mode_for_root(options.sandbox, builtin_root=root_spec.is_builtin)
     sandbox = SandboxConfig(
-        mode=options.sandbox,  # type: ignore[arg-type]
+        mode=sandbox_mode,  # type: ignore[arg-type]
         cell_timeout_s=options.cell_timeout_s,
         output_limit=options.output_limit,
     )
@@ -334,6 +336,8 @@ async def analyze(
         finally:
             await root.aclose()
             await sub.aclose()
+        if sandbox_note:
+            result.notes.append(sandbox_note)
         if isinstance(sub_model, StaticWorker):
             result.notes.extend(unread_notes(sub_model.unread_files()))
         log.end(

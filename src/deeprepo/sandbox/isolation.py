@@ -251,6 +251,24 @@ def bwrap_problem() -> str | None:
     return _probe(bwrap, python_executable())
 
 
+def mode_for_root(requested: str, *, builtin_root: bool) -> tuple[str, str | None]:
+    """The mode to ask for, and a note when it differs from ``requested``.
+
+    ``auto`` refuses *model-written* code without bubblewrap. A built-in scripted root runs
+    deeprepo's own fixed programs, so where bubblewrap cannot run it takes process isolation
+    instead of refusing, and says so.
+    """
+    if requested != "auto" or not builtin_root:
+        return requested, None
+    problem = bwrap_problem()
+    if problem is None:
+        return requested, None
+    return "process", (
+        f"bubblewrap is not available ({problem}): the built-in scripted root ran with process "
+        "isolation; a model root would be refused until bubblewrap is installed"
+    )
+
+
 def resolve_mode(requested: str) -> Isolation:
     """The mode to use for ``requested`` ("auto", "bwrap", "process").
 
