@@ -248,7 +248,9 @@ async def analyze(
         prices=prices,
         budget=budget,
         concurrency=1,
-        cache=cache,
+        # A scripted root is deeprepo's own program: free, and a cached reply could be
+        # another version's (the same first message replays an old program).
+        cache=None if root_spec.is_builtin else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )

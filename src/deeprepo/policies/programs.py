@@ -411,8 +411,24 @@ out.append("")
 out.append("## Architecture")
 out.append("")
 out.append("- Languages: " + ", ".join(str(k) + " (" + str(v) + ")" for k, v in metadata["languages"].items()))
-out.append("- Entry points: " + (", ".join(metadata["entry_points"]) or "none found"))
-out.append("- Layout: " + ", ".join(d + "/ (" + str(n) + ")" for d, n in sorted(top_dirs.items(), key=lambda kv: -kv[1])[:8]))
+arch = metadata.get("architecture") or {}
+comps = arch.get("components") or []
+if comps:
+    # From the import graph deeprepo computed (metadata["architecture"]): what depends on what.
+    out.append("- Components (" + str(len(comps)) + "): " + ", ".join(c["name"] for c in comps[:12])
+               + (" …" if len(comps) > 12 else ""))
+    heavy = sorted(arch.get("edges") or [], key=lambda e: -e["imports"])[:6]
+    if heavy:
+        out.append("- Heaviest dependencies: " + ", ".join(
+            e["source"] + " → " + e["target"] + " (" + str(e["imports"]) + ")" for e in heavy))
+    cycles = arch.get("component_cycles") or []
+    out.append("- Import cycles between components: " + (str(len(cycles)) if cycles else "none"))
+    untested = arch.get("untested_entry_points") or []
+    if untested and arch.get("test_files"):
+        out.append("- Entry points no test imports: " + ", ".join(untested[:8])
+                   + (" …" if len(untested) > 8 else ""))
+else:
+    out.append("- Layout: " + ", ".join(d + "/ (" + str(n) + ")" for d, n in sorted(top_dirs.items(), key=lambda kv: -kv[1])[:8]))
 report = "\n".join(out) + "\n"
 """
 
