@@ -33,6 +33,13 @@ _SOURCES = r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())
 """
 
+
+def _reporting_program(body: str, *, prelude: str = "") -> list[str]:
+    """A one-turn policy: the expert's helpers, ``prelude``, the source list, ``body``, then
+    the expert's report from whatever ``body`` recorded, submitted."""
+    return [_HELPERS + prelude + _SOURCES + body + _REPORT + "\nset_answer(report)\n"]
+
+
 IGNORE_WORKERS = [
     _HELPERS
     + _SOURCES
@@ -120,19 +127,13 @@ def dispatch_filtered(jobs, flows):
     return kept
 """
 
-STOCK_FILTER = [
-    _HELPERS
-    + _STOCK_FILTER
-    + _SOURCES
-    + r"""
+STOCK_FILTER = _reporting_program(
+    r"""
 kept = dispatch_filtered(audit_jobs(sources), flow_jobs(sources))
 print("kept", kept)
-"""
-    + _REPORT
-    + r"""
-set_answer(report)
-"""
-]
+""",
+    prelude=_STOCK_FILTER,
+)
 
 # The expert recording what its workers report, unchecked (turn 2 holds nothing back).
 assert "VERIFY = True\n" in EXPERT[1]
@@ -142,51 +143,31 @@ EXPERT_UNCHECKED = [
     *EXPERT[2:],
 ]
 
-HALF = [
-    _HELPERS
-    + _SOURCES
-    + r"""
+HALF = _reporting_program(
+    r"""
 half = sources[: (len(sources) + 1) // 2]
 added, failed = dispatch(audit_jobs(half))
 """
-    + _REPORT
-    + r"""
-set_answer(report)
-"""
-]
+)
 
-PER_FILE = [
-    _HELPERS
-    + _SOURCES
-    + r"""
+PER_FILE = _reporting_program(
+    r"""
 added, failed = dispatch(audit_jobs(sources))
 """
-    + _REPORT
-    + r"""
-set_answer(report)
-"""
-]
+)
 
-SERIAL = [
-    _HELPERS
-    + _SOURCES
-    + r"""
+SERIAL = _reporting_program(
+    r"""
 for p, s, e in audit_jobs(sources):
     items = parse_worker_reply(llm_query(file_audit_prompt(p, s, e)))
     if items is not None:
         dispatched.add(p)
         record(p, items, s, e)
 """
-    + _REPORT
-    + r"""
-set_answer(report)
-"""
-]
+)
 
-OWN_PROMPTS = [
-    _HELPERS
-    + _SOURCES
-    + r"""
+OWN_PROMPTS = _reporting_program(
+    r"""
 ASK = ("You are reviewing part of a code base for security vulnerabilities and real bugs. "
        "For each problem give the file, the line number as shown, a CWE, a severity, a title, "
        "why it is a problem and a fix. Reply with JSON: {\"findings\": [{\"file\": ..., \"line\": ..., "
@@ -232,8 +213,4 @@ for g, reply in zip(groups, replies):
         record(p, mine, s, e)
 print(len(all_findings), "findings from", len(groups), "prompts")
 """
-    + _REPORT
-    + r"""
-set_answer(report)
-"""
-]
+)
