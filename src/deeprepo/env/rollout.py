@@ -49,7 +49,7 @@ class RecordingModel:
 
     async def complete(self, request: ChatRequest) -> Completion:
         completion = await self.model.complete(request)
-        prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        prompt = request.last_user_text()
         self.replies.append((prompt, completion.text))
         return completion
 

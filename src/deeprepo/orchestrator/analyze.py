@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -21,7 +20,7 @@ from deeprepo.codebase.model import Codebase
 from deeprepo.errors import CodebaseError, ConfigError, UsageError
 from deeprepo.orchestrator.audit import audit_set, parse_scopes
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
-from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
+from deeprepo.orchestrator.prompts import FILE_HEADER_RE, ROOT_SYSTEM_PROMPTS
 from deeprepo.orchestrator.records import RunResult
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
@@ -385,13 +384,10 @@ def _audit_progress(targets: set[str], on_event: EventSink) -> Callable[[str], N
 
     def on_answer(prompt: str) -> None:
         before = len(seen)
-        for path in _FILE_HEADER.findall(prompt):
+        for path in FILE_HEADER_RE.findall(prompt):
             if path in targets:
                 seen.add(path)
         if len(seen) != before:
             on_event("audited", {"files": len(seen), "total": len(targets)})
 
     return on_answer
-
-
-_FILE_HEADER = re.compile(r'<file path="([^"\n]+)"')

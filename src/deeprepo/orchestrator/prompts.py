@@ -91,9 +91,10 @@ Answer with JSON only, exactly this shape:
 "fix": "<how to fix>"}]}
 Answer {"findings": []} when the file has no problem."""
 
-_FILE_BLOCK_RE = re.compile(
-    r'<file path="([^"\n]+)"(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL
-)
+_FILE_PATH = r'<file path="([^"\n]+)"'
+_FILE_BLOCK_RE = re.compile(_FILE_PATH + r'(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL)
+#: Only the path of each file block: a cheap count of which files a prompt names.
+FILE_HEADER_RE = re.compile(_FILE_PATH)
 _NUMBERED_LINE_RE = re.compile(r"^ *\d+ \| ?")
 
 

@@ -49,7 +49,7 @@ class ScriptedPolicy:
 
     async def complete(self, request: ChatRequest) -> Completion:
         turn = sum(1 for m in request.messages if m.role == "assistant")
-        last_user = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        last_user = request.last_user_text()
         if prompts.FINAL_TURN_NOTE in last_user:
             code = programs.FINAL_SUBMIT.get(self.policy, programs.SALVAGE_SUBMIT)
         else:

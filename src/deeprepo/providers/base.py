@@ -54,6 +54,10 @@ class ChatRequest:
     temperature: float | None = None
     cache_prompt: bool = False
 
+    def last_user_text(self) -> str:
+        """The content of the last user message ("" when there is none)."""
+        return next((m.content for m in reversed(self.messages) if m.role == "user"), "")
+
     def with_messages(self, messages: tuple[Message, ...]) -> ChatRequest:
         return ChatRequest(
             messages, self.system, self.max_tokens, self.temperature, self.cache_prompt

@@ -233,7 +233,7 @@ class OracleWorker:
         return "oracle"
 
     async def complete(self, request: ChatRequest) -> Completion:
-        prompt = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+        prompt = request.last_user_text()
         return Completion(
             text=self.answer(prompt, request.system),
             usage=Usage(),

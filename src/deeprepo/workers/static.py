@@ -148,7 +148,7 @@ class StaticWorker:
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Audit every file block of the last user message; zero usage, no network."""
-        prompt = _last_user_text(request)
+        prompt = request.last_user_text()
         if not extract_file_blocks(prompt):
             return Completion(f"{FREE_FORM_NOTE}\n{_EMPTY}", Usage(), self.name, "stop")
         text = await asyncio.to_thread(self.answer, prompt)
@@ -251,10 +251,3 @@ def _is_slice_of(content: str, whole: str, start: int) -> bool:
             and all(a.rstrip() == b.rstrip() for a, b in zip(shown, lines, strict=False))
         )
     return all(a.rstrip() == b.rstrip() for a, b in zip(shown, lines, strict=True))
-
-
-def _last_user_text(request: ChatRequest) -> str:
-    for message in reversed(request.messages):
-        if message.role == "user":
-            return message.content
-    return ""
