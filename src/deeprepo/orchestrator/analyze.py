@@ -297,6 +297,18 @@ async def analyze(
     else:
         saved.prepare_trajectory()
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
+        episode = Episode(
+            codebase,
+            root=root,
+            dispatcher=dispatcher,
+            ledger=ledger,
+            config=config,
+            sandbox=sandbox,
+            on_turn=lambda turn: log.turn(turn, ledger=ledger_rows()),
+            on_event=on_event,
+            replay=saved.turns if saved is not None else (),
+        )
+        system_prompt, first_message = episode.opening()
         if saved is None:
             log.start(
                 deeprepo_version=__version__,
@@ -312,6 +324,10 @@ async def analyze(
                 max_sub_calls=options.max_sub_calls,
                 codebase_sha256=fingerprint,
                 options=options_record(options, root_spec, sub_spec, cache),
+                # what the root is sent first: `deeprepo export sft` rebuilds the exact
+                # conversation from these and the turns
+                system_prompt=system_prompt,
+                first_user_message=first_message,
             )
         else:
             log.record(
@@ -321,17 +337,6 @@ async def analyze(
                 replayed_turns=len(saved.turns),
                 options=options_record(options, root_spec, sub_spec, cache),
             )
-        episode = Episode(
-            codebase,
-            root=root,
-            dispatcher=dispatcher,
-            ledger=ledger,
-            config=config,
-            sandbox=sandbox,
-            on_turn=lambda turn: log.turn(turn, ledger=ledger_rows()),
-            on_event=on_event,
-            replay=saved.turns if saved is not None else (),
-        )
         try:
             result = await episode.run()
         finally:
@@ -348,6 +353,7 @@ async def analyze(
             incomplete_reason=result.incomplete_reason,
             files_audited=len(result.files_covered),
             files_to_audit=result.coverable_files,
+            findings=len(result.findings),
             turns=result.num_turns,
             sub_calls=result.sub_calls,
             total_cost_usd=result.total_cost_usd,
