@@ -249,7 +249,8 @@ async def analyze(
         concurrency=1,
         # A scripted root is deeprepo's own program: free, and a cached reply could be
         # another version's (the same first message replays an old program).
-        cache=None if root_spec.is_builtin else cache,
+        # A local checkpoint (hf/) is free, and retraining rewrites its folder in place.
+        cache=None if root_spec.is_builtin or root_spec.is_local else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )
@@ -262,7 +263,7 @@ async def analyze(
         concurrency=options.sub_concurrency,
         # A built-in worker costs nothing and answers from the code of this deeprepo and the
         # whole file behind a slice: a cached answer could be another version's or file's.
-        cache=None if sub_spec.is_builtin else cache,
+        cache=None if sub_spec.is_builtin or sub_spec.is_local else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )
