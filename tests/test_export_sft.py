@@ -205,6 +205,15 @@ def test_eval_rollouts_export_one_exact_example_each(tmp_path: Path) -> None:
     assert summary.written == 0 and summary.skipped["under --min-reward 1.01"] == 2
 
 
+def test_a_baseline_run_is_not_a_conversation(tmp_path: Path) -> None:
+    run = tmp_path / "baseline"
+    proc = run_cli("baseline", str(EXAMPLE), "--model", "scripted/expert", "--out", str(run))
+    assert (run / "trajectory.jsonl").is_file(), proc.stderr
+    summary = export_sft([run], tmp_path / "sft.jsonl", ExportOptions(include_incomplete=True))
+    assert summary.written == 0
+    assert dict(summary.skipped) == {"a baseline run (one call, no root conversation)": 1}
+
+
 def test_conversation_refuses_turns_out_of_order() -> None:
     turns = [{"index": 1, "reply": "a", "output": "o"}, {"index": 3, "reply": "b", "output": "p"}]
     with pytest.raises(ValueError, match="turn 3 where turn 2"):

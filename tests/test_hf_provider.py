@@ -144,3 +144,21 @@ def test_analyze_with_a_local_root_is_metered_and_says_it_is_incomplete(
     assert m["offline"] is False and m["turns"] == 2
     assert root["cost_usd"] == 0.0 and root["calls"] == 2 and root["cached_calls"] == 0
     assert root["input_tokens"] > 500 and 2 <= root["output_tokens"] <= 32
+
+
+def test_export_checkpoint_writes_a_folder_hf_loads(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "converted"
+    proc = run_cli("export", "checkpoint", str(tiny), str(out), "--dtype", "float16")
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out}" in proc.stdout and "in float16" in proc.stdout
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float16"
+    from deeprepo.providers.hf_local import HFLocalModel, HFSettings
+
+    model = HFLocalModel(str(out), HFSettings(max_new_tokens=4, temperature=0.0, device="cpu"))
+    reply = asyncio.run(model.complete(ChatRequest((Message("user", "hi"),))))
+    assert 1 <= reply.usage.output_tokens <= 4
+
+    proc = run_cli("export", "checkpoint", str(tiny), str(out))
+    assert proc.returncode == 2 and "not empty" in proc.stderr
+    proc = run_cli("export", "checkpoint", str(tmp_path / "nothing.gguf"), str(tmp_path / "x"))
+    assert proc.returncode == 2 and "no GGUF file" in proc.stderr

@@ -67,7 +67,9 @@ def _register() -> None:
     except ModuleNotFoundError:
         pass
     else:
-        app.add_typer(export_app, name="export", help="Export runs as training data (sft).")
+        app.add_typer(
+            export_app, name="export", help="Export runs as SFT data; GGUF models as checkpoints."
+        )
     try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:

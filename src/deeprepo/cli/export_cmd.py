@@ -97,4 +97,39 @@ def sft_command(
         raise typer.Exit(exits.ERROR)
 
 
-__all__ = ["export_app", "sft_command"]
+@export_app.command("checkpoint")
+def checkpoint_command(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="A .gguf file (e.g. from `deeprepo local setup`), gguf:<file>, or a "
+            "checkpoint folder.",
+            show_default=False,
+        ),
+    ],
+    out_dir: Annotated[
+        Path, typer.Argument(help="New folder to write the checkpoint to.", show_default=False)
+    ],
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="Weights dtype: bfloat16, float16 or float32.")
+    ] = "bfloat16",
+) -> None:
+    """Save a GGUF model (or any checkpoint hf/ reads) as a plain transformers checkpoint
+    folder, for training configs and GPU machines without the gguf package. GGUF weights are
+    dequantised on load (minutes on a small CPU); needs the train extra."""
+    from deeprepo.train.checkpoint import convert_checkpoint
+
+    err.print(f"loading {safe(source)} (GGUF is dequantised: this takes a while)", highlight=False)
+    done = convert_checkpoint(source, out_dir, dtype)
+    out.print(
+        safe(
+            f"wrote {done.out_dir}: {done.parameters / 1e6:,.0f}M parameters in {dtype}, "
+            f"{done.bytes_written / 2**20:,.0f} MiB (load {done.load_seconds:.0f}s, "
+            f"save {done.save_seconds:.0f}s); use it as hf/{done.out_dir} or a config's model.name"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+__all__ = ["checkpoint_command", "export_app", "sft_command"]

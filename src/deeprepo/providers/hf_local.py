@@ -35,9 +35,16 @@ from typing import Any
 from deeprepo.errors import ConfigError, ProviderError
 from deeprepo.providers.base import ChatRequest, Completion, Usage
 
-__all__ = ["HFLocalModel", "HFSettings", "InstallHint", "checkpoint_location", "load_checkpoint"]
+__all__ = [
+    "INSTALL_HINT",
+    "HFLocalModel",
+    "HFSettings",
+    "checkpoint_location",
+    "load_checkpoint",
+    "pretrained_args",
+]
 
-InstallHint = "pip install -e '.[train]'"
+INSTALL_HINT = "pip install -e '.[train]'"
 MAX_NEW_TOKENS_ENV = "DEEPREPO_HF_MAX_NEW_TOKENS"
 TEMPERATURE_ENV = "DEEPREPO_HF_TEMPERATURE"
 SEED_ENV = "DEEPREPO_HF_SEED"
@@ -106,6 +113,14 @@ def checkpoint_location(model: str) -> tuple[Path, str | None]:
     return path, None
 
 
+def pretrained_args(name: str) -> tuple[str, dict[str, str]]:
+    """``(folder, extra kwargs)`` for ``from_pretrained`` of a checkpoint name: a folder, or a
+    GGUF file (``gguf:<file>`` or a path ending in ``.gguf``) as ``gguf_file=``. For training
+    code that takes the same names as ``hf/<name>``."""
+    folder, gguf = checkpoint_location(name)
+    return str(folder), ({"gguf_file": gguf} if gguf else {})
+
+
 @dataclass
 class _Loaded:
     model: Any
@@ -126,7 +141,7 @@ def _import_torch() -> tuple[Any, Any]:
         import transformers
     except ImportError as exc:
         raise ConfigError(
-            f"hf/ models need torch and transformers ({exc.name} is missing): {InstallHint}"
+            f"hf/ models need torch and transformers ({exc.name} is missing): {INSTALL_HINT}"
         ) from None
     return torch, transformers
 
@@ -144,7 +159,7 @@ def load_checkpoint(model: str, device: str | None = None) -> _Loaded:
                 import gguf as _gguf  # noqa: F401  transformers reads GGUF files through it
             except ImportError:
                 raise ConfigError(
-                    f"hf/{model}: reading GGUF needs the gguf package: {InstallHint}"
+                    f"hf/{model}: reading GGUF needs the gguf package: {INSTALL_HINT}"
                 ) from None
         chosen = device or ("cuda" if torch.cuda.is_available() else "cpu")
         dtype = torch.bfloat16 if chosen.startswith("cuda") else torch.float32

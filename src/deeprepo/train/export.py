@@ -174,7 +174,9 @@ def _analyze_run(path: Path) -> RunRecord:
     system = start.get("system_prompt")
     first = start.get("first_user_message")
     problem = None
-    if not (isinstance(system, str) and isinstance(first, str)):
+    if start.get("mode") == "baseline":
+        system, first, problem = None, None, "a baseline run (one call, no root conversation)"
+    elif not (isinstance(system, str) and isinstance(first, str)):
         system, first, problem = _rebuild_opening(start)
     findings = (
         int(end.get("findings") or 0)
