@@ -63,6 +63,14 @@ def _register() -> None:
             continue
         app.command(name)(getattr(mod, attr))
     try:
+        from deeprepo.cli.export_cmd import export_app
+    except ModuleNotFoundError:
+        pass
+    else:
+        app.add_typer(
+            export_app, name="export", help="Export runs as SFT data; GGUF models as checkpoints."
+        )
+    try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:
         return

