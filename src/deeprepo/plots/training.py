@@ -86,8 +86,9 @@ def plot_training(log_path: Path, out_png: Path) -> Path:
     handles2 = ax2.get_legend_handles_labels()
     ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper left", fontsize=8)
     ax.set_title(f"{Path(log_path).parent.name or 'training'}: reward and turns per step")
-    if len(steps) == 1:
-        ax.set_xticks(steps)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.tight_layout()
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,12 @@ def import_train_stack() -> None:
             f"deeprepo train needs {', '.join(missing)}: pip install -e '.[train]' "
             "(install torch==2.13.0 first on a CPU machine, see docs/training.md)"
         )
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    # deeprepo prints one line per step; the libraries' progress bars would bury it.
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
 
 
 def check_device(config: TrainConfig) -> None:
@@ -75,9 +81,7 @@ def resolve_model(section: ModelSection, config: TrainConfig, build_dir: Path) -
 def load_policy(path: Path, config: TrainConfig) -> tuple[Any, Any]:
     """The model (float32 weights, on the configured device) and its tokenizer."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path)

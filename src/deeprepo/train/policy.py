@@ -208,13 +208,15 @@ class GenerationQueue:
     ) -> None:
         self._generate = generate
         self._live = live
-        self._pending: list[tuple[list[int], int, asyncio.Future[Generated]]] = []
+        self._pending: list[tuple[int, list[int], int, asyncio.Future[Generated]]] = []
         self.calls = 0
         self.batch_sizes: list[int] = []
 
-    async def submit(self, context: list[int], max_new_tokens: int) -> Generated:
+    async def submit(self, key: int, context: list[int], max_new_tokens: int) -> Generated:
+        """Wait for a reply to ``context``. Rows are generated in ``key`` order, so which
+        random numbers a rollout draws does not depend on which kernel finished first."""
         future: asyncio.Future[Generated] = asyncio.get_running_loop().create_future()
-        self._pending.append((context, max_new_tokens, future))
+        self._pending.append((key, context, max_new_tokens, future))
         self._maybe_flush()
         return await future
 
@@ -224,22 +226,24 @@ class GenerationQueue:
 
     def _maybe_flush(self) -> None:
         if self._pending and len(self._pending) >= self._live:
-            batch, self._pending = self._pending, []
+            batch, self._pending = sorted(self._pending, key=lambda p: p[0]), []
             asyncio.get_running_loop().create_task(self._run(batch))
 
-    async def _run(self, batch: list[tuple[list[int], int, asyncio.Future[Generated]]]) -> None:
+    async def _run(
+        self, batch: list[tuple[int, list[int], int, asyncio.Future[Generated]]]
+    ) -> None:
         self.calls += 1
         self.batch_sizes.append(len(batch))
         try:
             results = await asyncio.to_thread(
-                self._generate, [c for c, _, _ in batch], [n for _, n, _ in batch]
+                self._generate, [c for _, c, _, _ in batch], [n for _, _, n, _ in batch]
             )
         except BaseException as exc:  # every waiting episode hears of it
-            for _, _, future in batch:
+            for _, _, _, future in batch:
                 if not future.done():
                     future.set_exception(exc)
             return
-        for (_, _, future), result in zip(batch, results, strict=True):
+        for (_, _, _, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)
 
@@ -256,6 +260,7 @@ class PolicyRoot:
         max_new_tokens: int,
         max_context_tokens: int,
         name: str = "policy",
+        key: int = 0,
     ) -> None:
         self.tokenizer = tokenizer
         self.frame = frame
@@ -263,6 +268,7 @@ class PolicyRoot:
         self.max_new_tokens = max_new_tokens
         self.max_context_tokens = max_context_tokens
         self._name = name
+        self.key = key
         self.trace = TokenTrace()
 
     @property
@@ -299,7 +305,7 @@ class PolicyRoot:
             )
         trace.add(env, model=False)
         context = trace.prompt_ids + trace.completion_ids
-        out = await self.queue.submit(context, min(self.max_new_tokens, room))
+        out = await self.queue.submit(self.key, context, min(self.max_new_tokens, room))
         trace.add(out.ids, model=True, logprobs=out.logprobs)
         trace.replies += 1
         trace.last_ended = out.ended

@@ -228,17 +228,23 @@ class EpisodeRollouts:
 
         queue = GenerationQueue(generate, live=len(ids))
         records = await asyncio.gather(
-            *(self._one(task_id, index, queue) for task_id, index in zip(ids, indices, strict=True))
+            *(
+                self._one(task_id, index, queue, key)
+                for key, (task_id, index) in enumerate(zip(ids, indices, strict=True))
+            )
         )
         return list(records), queue.calls
 
-    async def _one(self, task_id: str, index: int, queue: GenerationQueue) -> RolloutRecord:
+    async def _one(
+        self, task_id: str, index: int, queue: GenerationQueue, key: int
+    ) -> RolloutRecord:
         root = PolicyRoot(
             tokenizer=self.tokenizer,
             frame=self.frame,
             queue=queue,
             max_new_tokens=self.episode.max_new_tokens,
             max_context_tokens=self.episode.max_context_tokens,
+            key=key,
         )
         try:
             outcome = await run_rollout(
