@@ -120,7 +120,9 @@ class _ChatML:
 
 def test_chat_frame_learns_how_a_template_appends_an_observation() -> None:
     frame = ChatFrame.from_tokenizer(_ChatML())
-    assert frame.render_opening("SYS", "hi") == "<s>system\nSYS</s>\n<s>user\nhi</s>\n<s>assistant\n"
+    assert (
+        frame.render_opening("SYS", "hi") == "<s>system\nSYS</s>\n<s>user\nhi</s>\n<s>assistant\n"
+    )
     # After a reply that ended with EOS, only the newline of the closing is the environment's.
     assert frame.continuation("out", reply_ended=True) == "\n<s>user\nout</s>\n<s>assistant\n"
     # A reply cut at max_new_tokens: the environment closes the message itself.
@@ -144,8 +146,13 @@ def test_chat_frame_refuses_a_template_that_rewrites_history() -> None:
 def test_plot_training_draws_a_png_from_a_log(tmp_path: Path) -> None:
     log = tmp_path / "train_log.jsonl"
     rows = [
-        {"step": s, "reward_mean": 0.1 * s, "reward_std": 0.05, "discovery_mean": 0.0,
-         "turns_mean": 2.0 + s}
+        {
+            "step": s,
+            "reward_mean": 0.1 * s,
+            "reward_std": 0.05,
+            "discovery_mean": 0.0,
+            "turns_mean": 2.0 + s,
+        }
         for s in (2, 1, 3)
     ]
     log.write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -94,7 +94,9 @@ def _rollout(tokenizer: Any, task: Task, replies: list[tuple[str, bool]], **kw: 
     return asyncio.run(main())
 
 
-def test_policy_trace_is_the_conversation_the_episode_had(tiny: tuple[Path, Any], task: Task) -> None:
+def test_policy_trace_is_the_conversation_the_episode_had(
+    tiny: tuple[Path, Any], task: Task
+) -> None:
     _, tok = tiny
     # Turn 1 is cut at max_new_tokens (no EOS): the environment closes the message itself.
     outcome, trace = _rollout(tok, task, [(AUDIT, False), (ANSWER, True)])
@@ -121,12 +123,16 @@ def test_policy_trace_is_the_conversation_the_episode_had(tiny: tuple[Path, Any]
 
     # env_mask: 1 exactly on the sampled tokens, 0 on the observation between them.
     assert len(trace.env_mask) == len(trace.completion_ids) == len(trace.logprobs)
-    model_text = tok.decode([i for i, m in zip(trace.completion_ids, trace.env_mask, strict=True) if m])
+    model_text = tok.decode(
+        [i for i, m in zip(trace.completion_ids, trace.env_mask, strict=True) if m]
+    )
     assert model_text == AUDIT + ANSWER + "<|im_end|>"
     env_text = tok.decode(
         [i for i, m in zip(trace.completion_ids, trace.env_mask, strict=True) if not m]
     )
-    assert result.turns[0].output in env_text and env_text.startswith("<|im_end|>\n<|im_start|>user\n")
+    assert result.turns[0].output in env_text and env_text.startswith(
+        "<|im_end|>\n<|im_start|>user\n"
+    )
     assert all(lp == 0.0 for lp, m in zip(trace.logprobs, trace.env_mask, strict=True) if not m)
     assert trace.replies == 2 and trace.truncated_replies == 1
 
@@ -164,9 +170,20 @@ def test_smoke_run_trains_and_writes_log_checkpoint_and_plot(smoke_run: tuple[Pa
     rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
     for row in rows:
-        for key in ("reward_mean", "reward_std", "turns_mean", "tokens", "zero_delegation_rate",
-                    "grad_norm", "seconds", "quality_reward", "coverage_reward",
-                    "zero_delegation_penalty", "discovery_mean", "format_mean"):
+        for key in (
+            "reward_mean",
+            "reward_std",
+            "turns_mean",
+            "tokens",
+            "zero_delegation_rate",
+            "grad_norm",
+            "seconds",
+            "quality_reward",
+            "coverage_reward",
+            "zero_delegation_penalty",
+            "discovery_mean",
+            "format_mean",
+        ):
             assert key in row, key
         assert row["rollouts"] == 4 and row["groups"] == 1
         assert 0 < row["model_tokens"] < row["tokens"]
@@ -187,9 +204,7 @@ def test_smoke_run_trains_and_writes_log_checkpoint_and_plot(smoke_run: tuple[Pa
     assert tok.chat_template and tok.eos_token == "<|im_end|>"
     changed = [
         name
-        for (name, a), (_, b) in zip(
-            model.named_parameters(), warm.named_parameters(), strict=True
-        )
+        for (name, a), (_, b) in zip(model.named_parameters(), warm.named_parameters(), strict=True)
         if not torch.equal(a, b)
     ]
     assert changed
@@ -227,6 +242,5 @@ def test_lora_grpo_moves_only_the_adapters_and_saves_a_merged_checkpoint(
     assert not any("lora" in n for n in names)  # adapters merged into a plain checkpoint
     assert names == [n for n, _ in base.named_parameters()]
     assert any(
-        not torch.equal(a, b)
-        for a, b in zip(merged.parameters(), base.parameters(), strict=True)
+        not torch.equal(a, b) for a, b in zip(merged.parameters(), base.parameters(), strict=True)
     )
