@@ -173,3 +173,38 @@ def test_plot_training_says_what_is_wrong_with_a_log(tmp_path: Path) -> None:
     empty.write_text('{"no_step": 1}\n')
     with pytest.raises(UsageError, match="holds no step record"):
         plot_training(empty, tmp_path / "x.png")
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    path = folder / "c.toml"
+    path.write_text('output_dir = "../out"\n[grpo]\n[sft]\ndata = "data/sft.jsonl"\n')
+    config = load_config(path, need="grpo")
+    assert config.out.resolve() == (tmp_path / "out").resolve()
+    assert config.resolve("data/sft.jsonl") == folder.resolve() / "data" / "sft.jsonl"
+    assert config.resolve(str(tmp_path / "abs")) == tmp_path / "abs"
+    path.write_text('base_dir = "/"\n[grpo]\n')
+    with pytest.raises(ConfigError, match="base_dir is not a key"):
+        load_config(path, need="grpo")
+
+
+def test_sft_data_lines_are_checked_one_by_one(tmp_path: Path) -> None:
+    from deeprepo.train.sft import read_examples
+
+    good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    data = tmp_path / "sft.jsonl"
+    data.write_text(json.dumps({**good, "meta": {"x": 1}}) + "\n\n" + json.dumps(good) + "\n")
+    assert read_examples(data) == [good, good]  # meta dropped, blank lines skipped
+    for line, expected in [
+        ("{oops", "sft.jsonl:1: not a JSON line"),
+        ('{"messages": []}', 'expected {"messages"'),
+        ('{"messages": [{"role": "user"}]}', 'expected {"messages"'),
+        ('{"messages": [{"role": "user", "content": "q"}]}', "no assistant message"),
+    ]:
+        data.write_text(line + "\n")
+        with pytest.raises(ConfigError, match=expected.replace("{", r"\{").replace("[", r"\[")):
+            read_examples(data)
+    data.write_text("\n")
+    with pytest.raises(ConfigError, match="no example in it"):
+        read_examples(data)

@@ -40,7 +40,7 @@ def _say(message: str) -> None:
 def _config(path: Path, need: str, out_dir: Path | None, steps: int | None) -> TrainConfig:
     config = load_config(path, need="grpo" if need == "grpo" else "sft")
     if out_dir is not None:
-        config = config.model_copy(update={"output_dir": str(out_dir)})
+        config = config.model_copy(update={"output_dir": str(out_dir.resolve())})
     if steps is not None:
         if steps < 1:
             raise UsageError(f"--steps must be at least 1, not {steps}")

@@ -3,8 +3,8 @@
 Validated with pydantic; every mistake becomes one line naming the key and what to write
 (:class:`~deeprepo.errors.ConfigError`). ``train sft`` reads ``[model]`` and ``[sft]``;
 ``train grpo`` reads ``[model]``, ``[tasks]``, ``[episode]``, ``[grpo]`` and, when ``[sft]``
-is there, warm-starts with it first. Relative paths are relative to the current directory,
-like the paths on the command line.
+is there, warm-starts with it first. Relative paths in the file are relative to the file's
+folder, so a config works from any current directory.
 Example: ``configs/smoke.toml``; every key is described in ``docs/training.md``.
 """
 
@@ -130,10 +130,13 @@ class TrainConfig(_Section):
     episode: EpisodeSection = EpisodeSection()
     grpo: GrpoSection | None = None
     sft: SftSection | None = None
+    #: The config file's folder, set by :func:`load_config` (not a key of the file).
+    base_dir: Path = Path(".")
 
     def resolve(self, value: str) -> Path:
-        """A path from the config (``~`` expanded; relative to the current directory)."""
-        return Path(value).expanduser()
+        """A path from the config: ``~`` expanded, relative ones against the file's folder."""
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
 
     @property
     def out(self) -> Path:
@@ -154,6 +157,9 @@ def load_config(path: Path, *, need: Literal["sft", "grpo"]) -> TrainConfig:
         raise ConfigError(f"{path}: cannot read it: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    if "base_dir" in data:
+        raise ConfigError(f"{path}: base_dir is not a key (paths are relative to the file)")
+    data["base_dir"] = path.resolve().parent
     try:
         config = TrainConfig.model_validate(data)
     except ValidationError as exc:
