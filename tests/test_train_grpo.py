@@ -244,3 +244,31 @@ def test_lora_grpo_moves_only_the_adapters_and_saves_a_merged_checkpoint(
     assert any(
         not torch.equal(a, b) for a, b in zip(merged.parameters(), base.parameters(), strict=True)
     )
+
+
+@pytest.mark.slow
+def test_train_sft_cli_on_an_exported_file(tmp_path: Path) -> None:
+    """`deeprepo train sft` on a JSONL file in the export's format (paths beside the config)."""
+    reply = "```python\nprint(file_tree[:3000])\n```"
+    example = {
+        "messages": [
+            {"role": "system", "content": "You are the root."},
+            {"role": "user", "content": "Analyse this repository."},
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": "src/\n  app.py"},
+            {"role": "assistant", "content": "```python\nset_answer('done')\n```"},
+        ],
+        "meta": {"source": "test"},
+    }
+    (tmp_path / "data.jsonl").write_text(json.dumps(example) + "\n")
+    config = tmp_path / "sft.toml"
+    config.write_text(
+        'output_dir = "out"\nthreads = 1\n[sft]\ndata = "data.jsonl"\nsteps = 4\nlr = 1e-2\n'
+    )
+    proc = run_cli("train", "sft", str(config), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "sft: 4 step(s) on 1 example(s)" in proc.stdout
+    rows = [json.loads(x) for x in (tmp_path / "out/sft/sft_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert rows[-1]["loss"] < rows[0]["loss"]  # four steps on one example: it memorises
+    assert (tmp_path / "out/sft/checkpoint/model.safetensors").is_file()

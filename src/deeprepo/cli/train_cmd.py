@@ -23,7 +23,7 @@ train_app = typer.Typer(
 
 _CONFIG = typer.Argument(
     help="Training config (TOML); see configs/smoke.toml and docs/training.md.",
-    exists=False,
+    metavar="CONFIG.toml",
 )
 _OUT = typer.Option("--out", help="Output folder (overrides the config's output_dir).")
 
@@ -57,7 +57,7 @@ def sft_command(
     config_path: Annotated[Path, _CONFIG],
     out_dir: Annotated[Path | None, _OUT] = None,
 ) -> None:
-    """Warm-start the [model] on the [sft] examples; write OUT/sft/checkpoint."""
+    """Warm-start the model on the config's sft examples; write OUT/sft/checkpoint."""
     config = _config(config_path, "sft", out_dir, None)
     from deeprepo.train.models import resolve_model
     from deeprepo.train.sft import run_sft
@@ -87,7 +87,7 @@ def grpo_command(
         int | None, typer.Option("--steps", help="GRPO steps (overrides grpo.steps).")
     ] = None,
 ) -> None:
-    """Warm-start with [sft] when the config has it, then run GRPO on deeprepo episodes.
+    """Warm-start (when the config has an sft section), then run GRPO on deeprepo episodes.
 
     Writes OUT/train_log.jsonl (one line per step), OUT/checkpoint (loadable as hf/<dir>),
     OUT/training.png and OUT/summary.json.

@@ -136,7 +136,7 @@ class TrainConfig(_Section):
     def resolve(self, value: str) -> Path:
         """A path from the config: ``~`` expanded, relative ones against the file's folder."""
         path = Path(value).expanduser()
-        return path if path.is_absolute() else self.base_dir / path
+        return path if path.is_absolute() else (self.base_dir / path).resolve()
 
     @property
     def out(self) -> Path:
