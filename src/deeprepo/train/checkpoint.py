@@ -51,15 +51,26 @@ def convert_checkpoint(source: str, out_dir: Path, dtype: str = "bfloat16") -> C
         except ImportError:
             raise ConfigError(f"reading GGUF needs the gguf package: {INSTALL_HINT}") from None
     started = time.perf_counter()
+    quantization: dict[str, object] = {}
+    if extra and hasattr(transformers, "GgufConfig"):
+        # Dense weights, whatever GGUF kernels are installed: blocks cannot be saved or trained.
+        quantization["quantization_config"] = transformers.GgufConfig(
+            gguf_file=extra["gguf_file"], dequantize=True
+        )
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **extra)
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            folder, dtype=getattr(torch, dtype), **extra
+            folder, dtype=getattr(torch, dtype), **extra, **quantization
         )
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ConfigError(
             f"transformers could not load {source}: {' '.join(str(exc).split())[:300]}"
         ) from None
+    quantizer = getattr(model, "hf_quantizer", None)
+    if extra and quantizer is not None:
+        # The weights were unpacked on load; what stays attached only marks the model as
+        # "quantized with gguf", which save_pretrained refuses.
+        quantizer.remove_quantization_config(model)
     loaded = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
