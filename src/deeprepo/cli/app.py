@@ -77,6 +77,11 @@ def _register() -> None:
     app.add_typer(
         tasks_app, name="tasks", help="Generate repositories with planted bugs and ground truth."
     )
+    from deeprepo.cli.train_cmd import train_app
+
+    app.add_typer(
+        train_app, name="train", help="Train a root model on deeprepo's episode: SFT, then GRPO."
+    )
 
 
 _register()
