@@ -159,6 +159,6 @@ def test_export_checkpoint_writes_a_folder_hf_loads(tiny: Path, tmp_path: Path) 
     assert 1 <= reply.usage.output_tokens <= 4
 
     proc = run_cli("export", "checkpoint", str(tiny), str(out))
-    assert proc.returncode == 2 and "not empty" in proc.stderr
+    assert proc.returncode == 2 and "not an empty folder" in proc.stderr
     proc = run_cli("export", "checkpoint", str(tmp_path / "nothing.gguf"), str(tmp_path / "x"))
     assert proc.returncode == 2 and "no GGUF file" in proc.stderr

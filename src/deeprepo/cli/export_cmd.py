@@ -117,8 +117,9 @@ def checkpoint_command(
     """Save a GGUF model (or any checkpoint hf/ reads) as a plain transformers checkpoint
     folder, for training configs and GPU machines without the gguf package. GGUF weights are
     dequantised on load (minutes on a small CPU); needs the train extra."""
-    from deeprepo.train.checkpoint import convert_checkpoint
+    from deeprepo.train.checkpoint import check_arguments, convert_checkpoint
 
+    check_arguments(source, out_dir, dtype)
     err.print(f"loading {safe(source)} (GGUF is dequantised: this takes a while)", highlight=False)
     done = convert_checkpoint(source, out_dir, dtype)
     out.print(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from deeprepo.errors import ConfigError, UsageError
 
-__all__ = ["ConvertedCheckpoint", "convert_checkpoint"]
+__all__ = ["ConvertedCheckpoint", "check_arguments", "convert_checkpoint"]
 
 DTYPES = ("bfloat16", "float16", "float32")
 
@@ -30,16 +30,23 @@ class ConvertedCheckpoint:
     save_seconds: float
 
 
-def convert_checkpoint(source: str, out_dir: Path, dtype: str = "bfloat16") -> ConvertedCheckpoint:
-    """Load ``source`` (a ``.gguf`` file, ``gguf:<file>`` or a checkpoint folder) with
-    transformers and save it to ``out_dir`` as a checkpoint folder in ``dtype``."""
-    from deeprepo.providers.hf_local import INSTALL_HINT, pretrained_args
+def check_arguments(source: str, out_dir: Path, dtype: str) -> tuple[str, dict[str, str]]:
+    """Refuse bad arguments before any loading; ``(folder, from_pretrained kwargs)``."""
+    from deeprepo.providers.hf_local import pretrained_args
 
     if dtype not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise UsageError(f"{out_dir} exists and is not empty; give a new folder")
-    folder, extra = pretrained_args(source)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UsageError(f"{out_dir} exists and is not an empty folder; give a new folder")
+    return pretrained_args(source)
+
+
+def convert_checkpoint(source: str, out_dir: Path, dtype: str = "bfloat16") -> ConvertedCheckpoint:
+    """Load ``source`` (a ``.gguf`` file, ``gguf:<file>`` or a checkpoint folder) with
+    transformers and save it to ``out_dir`` as a checkpoint folder in ``dtype``."""
+    from deeprepo.providers.hf_local import INSTALL_HINT
+
+    folder, extra = check_arguments(source, out_dir, dtype)
     try:
         import torch
         import transformers
@@ -51,15 +58,26 @@ def convert_checkpoint(source: str, out_dir: Path, dtype: str = "bfloat16") -> C
         except ImportError:
             raise ConfigError(f"reading GGUF needs the gguf package: {INSTALL_HINT}") from None
     started = time.perf_counter()
+    quantization: dict[str, object] = {}
+    if extra and hasattr(transformers, "GgufConfig"):
+        # Dense weights, whatever GGUF kernels are installed: blocks cannot be saved or trained.
+        quantization["quantization_config"] = transformers.GgufConfig(
+            gguf_file=extra["gguf_file"], dequantize=True
+        )
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **extra)
         model = transformers.AutoModelForCausalLM.from_pretrained(
-            folder, dtype=getattr(torch, dtype), **extra
+            folder, dtype=getattr(torch, dtype), **extra, **quantization
         )
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ConfigError(
             f"transformers could not load {source}: {' '.join(str(exc).split())[:300]}"
         ) from None
+    quantizer = getattr(model, "hf_quantizer", None)
+    if extra and quantizer is not None:
+        # The weights were unpacked on load; what stays attached only marks the model as
+        # "quantized with gguf", which save_pretrained refuses.
+        quantizer.remove_quantization_config(model)
     loaded = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)

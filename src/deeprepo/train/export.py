@@ -26,6 +26,7 @@ folder holding such folders one level down. Imports nothing heavy (no torch).
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -381,6 +382,8 @@ def export_sft(
     options = options or ExportOptions()
     if options.min_findings < 0:
         raise UsageError("--min-findings must be 0 or more")
+    if options.min_reward is not None and not math.isfinite(options.min_reward):
+        raise UsageError("--min-reward must be a number, not nan or infinity")
     if options.max_examples is not None and options.max_examples < 1:
         raise UsageError("--max-examples must be at least 1")
     sources = find_sources(paths)
