@@ -53,6 +53,12 @@ ACCEPTED = {
     ("export sft", "--min-findings", "0"),
     ("export sft", "--min-reward", "-5"),
     ("export sft", "--min-reward", "0"),
+    # deeprepo train: --out is a folder a run creates, like eval's.
+    *(
+        (cmd, "--out", v)
+        for cmd in ("train sft", "train grpo")
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
+    ),
 }
 
 
@@ -90,10 +96,13 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         "first_user_message": "u",
         "trajectory": [{"index": 1, "reply": "r", "output": "o"}],
     }
+    # A training config whose first heavy step is the expert's episodes (asyncio.run).
+    (tmp_path / "train.toml").write_text("threads = 1\n[sft]\nsteps = 1\n[grpo]\nsteps = 1\n")
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "results.jsonl").write_text(json.dumps(rollout) + "\n")
     return {
         "eval": tmp_path / "eval",
+        "train": tmp_path / "train.toml",
         "file": a_file,
         "dir": tmp_path / "a-dir",
         "missing": tmp_path / "no" / "such" / "thing",
@@ -116,6 +125,8 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "export sft": ([str(fx["eval"]), str(fx["out"]) + ".jsonl"], []),
         # No checkpoint in the sweep: each value is refused before one would be loaded.
         "export checkpoint": ([str(fx["dir"]), str(fx["out"])], []),
+        "train sft": ([str(fx["train"])], ["--out", str(fx["out"])]),
+        "train grpo": ([str(fx["train"])], ["--out", str(fx["out"])]),
     }[command]
 
 

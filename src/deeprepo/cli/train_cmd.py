@@ -59,11 +59,14 @@ def sft_command(
 ) -> None:
     """Warm-start the model on the config's sft examples; write OUT/sft/checkpoint."""
     config = _config(config_path, "sft", out_dir, None)
-    from deeprepo.train.models import resolve_model
-    from deeprepo.train.sft import run_sft
+    from deeprepo.train.models import check_device, import_train_stack, resolve_model
+    from deeprepo.train.sft import prepare_sft_data, run_sft
 
+    import_train_stack()
+    check_device(config)
+    data = prepare_sft_data(config, config.out / "sft", progress=_say)
     base = resolve_model(config.model, config, config.out / "base")
-    summary = run_sft(config, base, config.out / "sft", progress=_say)
+    summary = run_sft(config, base, config.out / "sft", data=data, progress=_say)
     loss = (
         f"loss {summary.loss_first:.3f} → {summary.loss_last:.3f}"
         if summary.loss_first is not None and summary.loss_last is not None

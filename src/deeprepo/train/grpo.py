@@ -153,13 +153,18 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
     summary = GrpoSummary(
         output_dir=str(out), steps_planned=grpo.steps, lora=config.model.lora, device=config.device
     )
+    sft_data = None
+    if config.sft is not None:
+        from deeprepo.train.sft import prepare_sft_data
+
+        sft_data = prepare_sft_data(config, out / "sft", progress=progress)
     base = resolve_model(config.model, config, out / "base")
     summary.base_model = str(base)
     progress(f"model: {base}")
     if config.sft is not None:
         from deeprepo.train.sft import run_sft
 
-        sft_summary = run_sft(config, base, out / "sft", progress=progress)
+        sft_summary = run_sft(config, base, out / "sft", data=sft_data, progress=progress)
         base = Path(sft_summary.checkpoint)
         summary.warm_start = str(base)
         summary.sft = sft_summary.to_dict()

@@ -37,7 +37,14 @@ from deeprepo.train.models import (
 )
 from deeprepo.train.models import save_checkpoint as save_model
 
-__all__ = ["SftSummary", "expert_examples", "read_examples", "run_sft"]
+__all__ = [
+    "SftData",
+    "SftSummary",
+    "expert_examples",
+    "prepare_sft_data",
+    "read_examples",
+    "run_sft",
+]
 
 Progress = Callable[[str], None]
 
@@ -187,30 +194,53 @@ def _log_callback(log_path: Path, progress: Progress, steps: int) -> Any:
     return SftLog()
 
 
+@dataclass(frozen=True)
+class SftData:
+    """The examples a warm start trains on, where they are, and the expert's mean reward."""
+
+    examples: list[dict[str, Any]]
+    path: Path
+    expert_reward: float | None = None
+
+
+def prepare_sft_data(
+    config: TrainConfig, out_dir: Path, *, progress: Progress = lambda _: None
+) -> SftData:
+    """Read ``[sft] data``, or run the expert for it (``sft_data.jsonl`` under ``out_dir``).
+
+    Done before any model is built or loaded: a bad file or a failing expert stops the run
+    before the expensive part."""
+    assert config.sft is not None
+    sft = config.sft
+    if sft.data != "generate":
+        path = config.resolve(sft.data)
+        return SftData(read_examples(path), path)
+    progress(f"sft: running {sft.expert} on {sft.tasks.n} {sft.tasks.size} task(s) for examples")
+    examples, expert_reward = expert_examples(sft, config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "sft_data.jsonl"
+    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in examples), "utf-8")
+    return SftData([{"messages": e["messages"]} for e in examples], path, expert_reward)
+
+
 def run_sft(
-    config: TrainConfig, base: Path, out_dir: Path, *, progress: Progress = lambda _: None
+    config: TrainConfig,
+    base: Path,
+    out_dir: Path,
+    *,
+    data: SftData | None = None,
+    progress: Progress = lambda _: None,
 ) -> SftSummary:
-    """Fine-tune ``base`` on the ``[sft]`` examples; save the result to ``out_dir``."""
+    """Fine-tune ``base`` on the ``[sft]`` examples (``data``, else prepared here); save the
+    result to ``out_dir``."""
     import_train_stack()
     check_device(config)
     assert config.sft is not None
     sft = config.sft
     started = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    expert_reward: float | None = None
-    if sft.data == "generate":
-        progress(
-            f"sft: running {sft.expert} on {sft.tasks.n} {sft.tasks.size} task(s) for examples"
-        )
-        examples, expert_reward = expert_examples(sft, config)
-        data_path = out_dir / "sft_data.jsonl"
-        data_path.write_text(
-            "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in examples), "utf-8"
-        )
-        examples = [{"messages": e["messages"]} for e in examples]
-    else:
-        data_path = config.resolve(sft.data)
-        examples = read_examples(data_path)
+    data = data or prepare_sft_data(config, out_dir, progress=progress)
+    examples, data_path, expert_reward = data.examples, data.path, data.expert_reward
 
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
