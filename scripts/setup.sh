@@ -27,4 +27,10 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev,semgrep]"
+# DEEPREPO_TRAIN=1: the train extra too (deeprepo train; docs/training.md). torch first, pinned,
+# so pip takes the CPU build from the wheel cache rather than resolving a CUDA one for trl.
+if [ "${DEEPREPO_TRAIN:-0}" = 1 ]; then
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -e ".[dev,semgrep,train]"
+fi
 echo "setup: done (.venv ready; try .venv/bin/deeprepo --help)"

@@ -49,6 +49,16 @@ ACCEPTED = {
     *(("analyze", "--rev", v) for v in BAD_VALUES),
     *(("baseline", "--rev", v) for v in BAD_VALUES),
     ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
+    # Thresholds that keep the base invocation's one rollout (reward 0.5, one finding).
+    ("export sft", "--min-findings", "0"),
+    ("export sft", "--min-reward", "-5"),
+    ("export sft", "--min-reward", "0"),
+    # deeprepo train: --out is a folder a run creates, like eval's.
+    *(
+        (cmd, "--out", v)
+        for cmd in ("train sft", "train grpo")
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
+    ),
 }
 
 
@@ -77,7 +87,22 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         path = tmp_path / f"{name}.jsonl"
         path.write_text(json.dumps({"example_id": "t1", "rollout": 0, "reward": 0.5}) + "\n")
         results.append(path)
+    rollout = {
+        "example_id": "t1",
+        "reward": 0.5,
+        "complete": True,
+        "findings": 1,
+        "system_prompt": "s",
+        "first_user_message": "u",
+        "trajectory": [{"index": 1, "reply": "r", "output": "o"}],
+    }
+    # A training config whose first heavy step is the expert's episodes (asyncio.run).
+    (tmp_path / "train.toml").write_text("threads = 1\n[sft]\nsteps = 1\n[grpo]\nsteps = 1\n")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "results.jsonl").write_text(json.dumps(rollout) + "\n")
     return {
+        "eval": tmp_path / "eval",
+        "train": tmp_path / "train.toml",
         "file": a_file,
         "dir": tmp_path / "a-dir",
         "missing": tmp_path / "no" / "such" / "thing",
@@ -97,6 +122,11 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        "export sft": ([str(fx["eval"]), str(fx["out"]) + ".jsonl"], []),
+        # No checkpoint in the sweep: each value is refused before one would be loaded.
+        "export checkpoint": ([str(fx["dir"]), str(fx["out"])], []),
+        "train sft": ([str(fx["train"])], ["--out", str(fx["out"])]),
+        "train grpo": ([str(fx["train"])], ["--out", str(fx["out"])]),
     }[command]
 
 

@@ -63,11 +63,24 @@ def _register() -> None:
             continue
         app.command(name)(getattr(mod, attr))
     try:
+        from deeprepo.cli.export_cmd import export_app
+    except ModuleNotFoundError:
+        pass
+    else:
+        app.add_typer(
+            export_app, name="export", help="Export runs as SFT data; GGUF models as checkpoints."
+        )
+    try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:
         return
     app.add_typer(
         tasks_app, name="tasks", help="Generate repositories with planted bugs and ground truth."
+    )
+    from deeprepo.cli.train_cmd import train_app
+
+    app.add_typer(
+        train_app, name="train", help="Train a root model on deeprepo's episode: SFT, then GRPO."
     )
 
 

@@ -106,6 +106,7 @@ class RolloutOutcome:
                 "stop_reason": r.stop_reason,
                 "stop_detail": r.stop_detail,
                 "incomplete": r.incomplete,
+                "complete": r.complete,
                 "worker_seed": self.worker_seed,
                 "findings": len(r.findings),
                 "files_covered": len(r.files_covered),
@@ -114,6 +115,9 @@ class RolloutOutcome:
                 "total_cost_usd": r.total_cost_usd,
                 "usage": r.usage,
                 "reward_details": dict(self.reward.details),
+                # the root's first request; with `trajectory` the exact conversation
+                "system_prompt": r.system_prompt,
+                "first_user_message": r.first_message,
             },
         )
 

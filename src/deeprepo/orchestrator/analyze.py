@@ -250,7 +250,8 @@ async def analyze(
         concurrency=1,
         # A scripted root is deeprepo's own program: free, and a cached reply could be
         # another version's (the same first message replays an old program).
-        cache=None if root_spec.is_builtin else cache,
+        # A local checkpoint (hf/) is free, and retraining rewrites its folder in place.
+        cache=None if root_spec.is_builtin or root_spec.is_local else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )
@@ -263,7 +264,7 @@ async def analyze(
         concurrency=options.sub_concurrency,
         # A built-in worker costs nothing and answers from the code of this deeprepo and the
         # whole file behind a slice: a cached answer could be another version's or file's.
-        cache=None if sub_spec.is_builtin else cache,
+        cache=None if sub_spec.is_builtin or sub_spec.is_local else cache,
         call_timeout_s=call_timeout_s,
         backoff_base_s=retry_base_s,
     )
@@ -313,6 +314,18 @@ async def analyze(
             if on_event is not None:
                 on_event(kind, data)
 
+        episode = Episode(
+            codebase,
+            root=root,
+            dispatcher=dispatcher,
+            ledger=ledger,
+            config=config,
+            sandbox=sandbox,
+            on_turn=on_turn,
+            on_event=events,
+            replay=saved.turns if saved is not None else (),
+        )
+        system_prompt, first_message = episode.opening()
         if saved is None:
             log.start(
                 deeprepo_version=__version__,
@@ -328,6 +341,10 @@ async def analyze(
                 max_sub_calls=options.max_sub_calls,
                 codebase_sha256=fingerprint,
                 options=options_record(options, root_spec, sub_spec, cache),
+                # what the root is sent first: `deeprepo export sft` rebuilds the exact
+                # conversation from these and the turns
+                system_prompt=system_prompt,
+                first_user_message=first_message,
             )
         else:
             log.record(
@@ -337,17 +354,6 @@ async def analyze(
                 replayed_turns=len(saved.turns),
                 options=options_record(options, root_spec, sub_spec, cache),
             )
-        episode = Episode(
-            codebase,
-            root=root,
-            dispatcher=dispatcher,
-            ledger=ledger,
-            config=config,
-            sandbox=sandbox,
-            on_turn=on_turn,
-            on_event=events,
-            replay=saved.turns if saved is not None else (),
-        )
         try:
             result = await episode.run()
         finally:
@@ -366,6 +372,7 @@ async def analyze(
             incomplete_reason=result.incomplete_reason,
             files_audited=len(result.files_covered),
             files_to_audit=result.coverable_files,
+            findings=len(result.findings),
             turns=result.num_turns,
             sub_calls=result.sub_calls,
             total_cost_usd=result.total_cost_usd,

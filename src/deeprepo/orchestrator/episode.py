@@ -152,17 +152,21 @@ class Episode:
         self.on_event("sub_calls", {"count": self.dispatcher.calls})
         return results
 
+    def opening(self) -> tuple[str, str]:
+        """``(system prompt, first user message)`` the root is sent on its first turn.
+
+        Recorded with the run (trajectory ``start``, rollout results) so that a trajectory
+        can be turned back into the exact conversation (``deeprepo export sft``)."""
+        system = prompts.ROOT_SYSTEM_PROMPTS[self.config.prompt]
+        first = prompts.first_user_message(
+            metadata_summary(self.codebase, self.config.audit_scopes), self.config.task
+        )
+        return system, first
+
     async def run(self) -> RunResult:
         started = self.clock()
-        system = prompts.ROOT_SYSTEM_PROMPTS[self.config.prompt]
-        messages: list[Message] = [
-            Message(
-                "user",
-                prompts.first_user_message(
-                    metadata_summary(self.codebase, self.config.audit_scopes), self.config.task
-                ),
-            )
-        ]
+        system, first = self.opening()
+        messages: list[Message] = [Message("user", first)]
         turns: list[Turn] = []
         findings: list[Finding] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
@@ -284,6 +288,8 @@ class Episode:
                 stop_detail=stop_detail,
                 stats=stats,
             ),
+            system_prompt=system,
+            first_message=first,
         )
 
     async def _turn(

@@ -74,6 +74,10 @@ class RunResult:
     sub_calls_refused: int = 0  # worker prompts refused by a budget (never sent)
     sub_calls_failed: int = 0  # worker calls that failed for good
     incomplete_reason: str = ""  # why the run is incomplete, with the option to change
+    # What the root was sent first (``Episode.opening``): a trajectory's turns replayed on
+    # these give the exact conversation (``deeprepo export sft``).
+    system_prompt: str = field(default="", repr=False)
+    first_message: str = field(default="", repr=False)
 
     @property
     def num_turns(self) -> int:

@@ -31,8 +31,9 @@ _DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 
 
 def is_builtin_model(name: str) -> bool:
-    """True for the in-process models that need no key and cost nothing."""
-    return name in ("static", "oracle") or name.startswith("scripted/")
+    """True for the in-process models that need no key and cost nothing (local
+    checkpoints, ``hf/<path>``, included)."""
+    return name in ("static", "oracle") or name.startswith(("scripted/", "hf/"))
 
 
 @dataclass(frozen=True)

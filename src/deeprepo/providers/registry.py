@@ -49,6 +49,12 @@ def build_model(
         from deeprepo.workers import make_worker
 
         return make_worker(spec.provider, **dict(builtin_kwargs or {}))
+    if spec.provider == "hf":
+        from deeprepo.providers.hf_local import HFLocalModel, HFSettings
+
+        if builtin_kwargs:
+            raise ConfigError(f"{spec.name} takes no options")
+        return HFLocalModel(spec.model, HFSettings.from_env(environ))
     key_env = KEY_ENV.get(spec.provider)
     if key_env is None:
         raise ConfigError(f"no adapter for provider {spec.provider!r}")

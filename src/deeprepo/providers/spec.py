@@ -8,6 +8,8 @@ A spec names a provider and the provider's own model id. The forms are::
     scripted/<policy>            a built-in scripted root policy (no network)
     static                       the built-in static-analysis worker (no network)
     oracle                       the built-in ground-truth worker (no network)
+    hf/<path>                    a local transformers checkpoint folder or .gguf file, run in
+                                 this process (``providers/hf_local.py``; the train extra)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from deeprepo.errors import ConfigError
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "LOCAL_PROVIDERS",
     "REMOTE_PROVIDERS",
     "ModelSpec",
     "normalize_base_url",
@@ -27,12 +30,15 @@ __all__ = [
 
 REMOTE_PROVIDERS = ("anthropic", "openai", "openrouter")
 BUILTIN_PROVIDERS = ("scripted", "static", "oracle")
+# Models run in this process from local weights: free and keyless, but not deeprepo's own
+# programs (a checkpoint writes untrusted code like any model).
+LOCAL_PROVIDERS = ("hf",)
 # Built-ins whose spec is the bare word (no ``/<name>`` part).
 _BARE_BUILTINS = ("static", "oracle")
 
 VALID_FORMS = (
     "anthropic/<model>, openai/<model> (add --base-url for an OpenAI-compatible server), "
-    "openrouter/<org>/<model>, scripted/<policy>, static, oracle"
+    "openrouter/<org>/<model>, scripted/<policy>, static, oracle, hf/<checkpoint folder or .gguf>"
 )
 
 
@@ -55,6 +61,11 @@ class ModelSpec:
         """True for models that run in-process, cost nothing and need no key."""
         return self.provider in BUILTIN_PROVIDERS
 
+    @property
+    def is_local(self) -> bool:
+        """True for weights run in this process (``hf/<path>``): no key, no cost."""
+        return self.provider in LOCAL_PROVIDERS
+
     def __str__(self) -> str:
         return self.name
 
@@ -75,6 +86,14 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
         if base_url:
             raise ConfigError(f"{provider!r} is a built-in model; it takes no base URL")
         return ModelSpec(provider, "", None)
+    if provider in LOCAL_PROVIDERS:
+        path = model.strip()
+        path = path.rstrip("/") or path  # "hf/ckpt/" is the folder ckpt
+        if not path:
+            raise ConfigError(f"model spec {text!r} names no checkpoint; use hf/<folder or .gguf>")
+        if base_url:
+            raise ConfigError(f"{text!r} runs in this process; it takes no base URL")
+        return ModelSpec(provider, path, None)
     if provider not in REMOTE_PROVIDERS and provider != "scripted":
         raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
     model = model.strip()
