@@ -26,6 +26,7 @@ from deeprepo.orchestrator.audit import (
     audited_files,
     shortfall,
 )
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.parser import extract_code_blocks
 from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
@@ -284,6 +285,9 @@ class Episode:
                 stop_detail=stop_detail,
                 stats=stats,
             ),
+            behaviour=behaviour_of(
+                [turn_calls(t) for t in turns], files=self.codebase.files, sent_prompts=sent
+            ),
         )
 
     async def _turn(
@@ -316,12 +320,16 @@ class Episode:
         outputs: list[str] = []
         worst: str | None = None
         sub_calls = 0
+        query_calls = 0
+        batch_sizes: list[int] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
         if not blocks:
             outputs.append(prompts.NO_CODE_NOTE)
         for n, code in enumerate(blocks, 1):
             result = await kernel.exec(code)
             sub_calls += result.llm_calls
+            query_calls += sum(1 for c in result.calls if c.api == "query")
+            batch_sizes += [c.size for c in result.calls if c.api == "batch"]
             answer = result.answer
             if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 0):
                 worst = result.error
@@ -361,6 +369,8 @@ class Episode:
             if output != prior.output:
                 self.replay_mismatches.append(index)
             messages.append(Message("user", prior.output))
+            # Records from before behaviour metrics lack the call counts the rerun just made.
+            prior = replace(prior, llm_query_calls=query_calls, llm_batch_sizes=batch_sizes)
             return prior, answer, new_findings
         messages.append(Message("user", output))
         after = self._root_totals()
@@ -380,6 +390,8 @@ class Episode:
             cost_usd=None if after[4] is None or before[4] is None else after[4] - before[4],
             seconds=self.clock() - t0,
             final_turn=final_turn,
+            llm_query_calls=query_calls,
+            llm_batch_sizes=batch_sizes,
         )
         return turn, answer, new_findings
 
