@@ -35,6 +35,7 @@ from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
@@ -271,6 +272,10 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             f"{len(left_out)} files did not fit the model's context (raise --context-tokens)"
             if left_out
             else ("the model gave no answer: " + stop_detail if incomplete else "")
+        ),
+        # One model reads every file its prompt carried itself: no worker, no REPL.
+        behaviour=behaviour_of(
+            [turn_calls(turn)], files=codebase.files, sent_prompts=[], root_read=set(included)
         ),
     )
     set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart

@@ -18,10 +18,11 @@ from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.records import RunResult
 from deeprepo.report.text import md_block, md_code, md_text
 
-METRICS_SCHEMA_VERSION = 2
+METRICS_SCHEMA_VERSION = 3
 #: How many unaudited or skipped paths report.md names before pointing at metrics.json.
 LIST_LIMIT = 20
 
@@ -118,7 +119,21 @@ def metrics(
             ],
         },
         "architecture": architecture_of(codebase).to_dict(),
+        "behaviour": behaviour_dict(result, codebase),
     }
+
+
+def behaviour_dict(result: RunResult, codebase: Codebase) -> dict[str, Any]:
+    """The run's ``behaviour`` object (``orchestrator.behaviour``); computed from the turns
+    and prompts when the result does not carry it."""
+    b = result.behaviour
+    if b is None:
+        b = behaviour_of(
+            [turn_calls(t) for t in result.turns],
+            files=codebase.files,
+            sent_prompts=result.sent_prompts,
+        )
+    return b.to_dict()
 
 
 def _money(value: float | None) -> str:
