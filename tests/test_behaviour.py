@@ -3,12 +3,17 @@ record, the files the root and the workers were shown, and the label rules."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
-from clihelp import EXAMPLE
+from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from test_episode import Replies, code, run
 
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
+from deeprepo.evals.compare import compare_runs, render_markdown
+from deeprepo.evals.results import RolloutResult, load_results
 from deeprepo.orchestrator.behaviour import (
     OVER_EXPLORATION_TURNS,
     Behaviour,
@@ -18,6 +23,7 @@ from deeprepo.orchestrator.behaviour import (
     label_of,
 )
 from deeprepo.policies import make_policy
+from deeprepo.testing.loopback import LoopbackServer, Reply
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +46,7 @@ def test_shown_needs_five_distinctive_lines_or_the_whole_small_file() -> None:
     assert index.shown(["\n".join(a_lines[:4])]) == set()
     assert index.shown(["\n".join(a_lines[:5])]) == {"a.py"}
     # Numbered as the audit prompt numbers lines.
-    assert index.shown(["\n".join(f"{i:>5} | {ln}" for i, ln in enumerate(a_lines, 1))]) == {
-        "a.py"
-    }
+    assert index.shown(["\n".join(f"{i:>5} | {ln}" for i, ln in enumerate(a_lines, 1))]) == {"a.py"}
     # The licence header and import are shared with d.py: not c.py's own lines.
     assert index.shown([FILES["d.py"]]) == {"d.py"}
     assert index.shown([FILES["c.py"]]) == {"c.py", "d.py"}
@@ -150,3 +154,94 @@ async def test_scripted_policies_get_their_label(
         assert b.files_read_by_root == 2 and b.sub_prompts == 0
     if policy == "over-explorer":
         assert b.llm_query_calls > 0 and b.files_read_by_root > 0
+
+
+def _fence(src: str) -> str:
+    return f"Next.\n\n```python\n{src}\n```\n"
+
+
+def test_loopback_run_counts_known_calls(loopback: LoopbackServer, tmp_path: Path) -> None:
+    """A model root (the loopback's Anthropic route) whose code makes known calls: two
+    llm_query, two llm_batch of 4 and 2, one file printed whole; metrics.json says so."""
+    loopback.enqueue_anthropic(_fence("print(file_tree[:300])"))
+    loopback.enqueue_anthropic(
+        _fence(
+            "paths = sorted(p for p in codebase if p.endswith('.py'))[:4]\n"
+            "r = llm_batch([file_audit_prompt(p) for p in paths])\n"
+            "q = llm_query('which of these files handles auth? ' + ', '.join(paths))\n"
+            "print(codebase['vulnapi/models.py'])"
+        )
+    )
+    loopback.enqueue_anthropic(
+        _fence(
+            "r2 = llm_batch(['summarise: ' + x for x in r[:2]])\n"
+            "q2 = llm_query('one-line summary please')\n"
+            "set_answer('# Report\\nDone.')"
+        )
+    )
+    loopback.add_rule("", Reply('{"findings": []}'), route="openai")
+    out = tmp_path / "run"
+    proc = run_cli(
+        *loopback_analyze_args(loopback, out),
+        env={"ANTHROPIC_API_KEY": "k", "OPENROUTER_API_KEY": "k"},
+    )
+    assert proc.returncode in (0, 3), proc.stderr  # 4 files audited of 14: incomplete is fine
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["schema_version"] == 3
+    b = m["behaviour"]
+    assert b["llm_query_calls"] == 2 and b["llm_batch_calls"] == 2
+    assert b["batch_sizes"] == [4, 2] and b["sub_prompts"] == 8
+    assert len(loopback.requests_for("openai")) == 8 == m["sub_calls"]
+    assert b["turns_with_sub_calls"] == 2 and b["answer_turn"] == 3
+    assert b["exploration_turns"] == 1
+    assert b["files_read_by_root"] == 1  # models.py, printed whole
+    assert b["files_sent_to_workers"] == 4 == m["files_covered"]
+    # 6 of 8 prompts batched (75%) and the root read 1 file for 4 sent (a quarter): both
+    # thresholds met exactly.
+    assert b["label"] == "batch-delegation" and b["batched_share"] == 0.75
+    traj = [json.loads(x) for x in (out / "trajectory.jsonl").read_text().splitlines()]
+    turns = [t for t in traj if t["type"] == "turn"]
+    assert [t["llm_query_calls"] for t in turns] == [0, 1, 1]
+    assert [t["llm_batch_sizes"] for t in turns] == [[], [4], [2]]
+
+
+def test_eval_rows_and_compare_show_behaviour(tmp_path: Path) -> None:
+    outs = []
+    for policy in ("expert", "no-delegation"):
+        out = tmp_path / policy
+        proc = run_cli(
+            "eval", "--model", f"scripted/{policy}", "-n", "2", "-r", "1",
+            "--generate", "small:seed=5", "--out", str(out),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        rows = load_results(out)
+        assert [r.behaviour["label"] for r in rows] == (
+            ["batch-delegation"] * 2 if policy == "expert" else ["no-delegation"] * 2
+        )
+        outs.append(out)
+    proc = run_cli("compare", *map(str, outs), "--json", "--resamples", "100")
+    assert proc.returncode == 0, proc.stderr
+    runs = json.loads(proc.stdout)["runs"]
+    assert runs[0]["behaviour"]["labels"] == {"batch-delegation": 2}
+    assert runs[1]["behaviour"]["labels"] == {"no-delegation": 2}
+    assert runs[1]["behaviour"]["llm_batch_calls_mean"] == 0 and (
+        runs[1]["behaviour"]["files_read_by_root_mean"] > 0
+    )
+    md = run_cli("compare", *map(str, outs), "--markdown", "--resamples", "100").stdout
+    assert "| expert | batch-delegation 2 |" in md and "| no-delegation | no-delegation 2 |" in md
+
+
+def test_compare_reads_results_without_behaviour() -> None:
+    old = RolloutResult(example_id="a", reward=0.5)
+    new = RolloutResult(
+        example_id="a",
+        reward=0.7,
+        behaviour=Behaviour("mixed", 1, 1, [3], 2, 4, 2, 3).to_dict(),
+    )
+    assert RolloutResult.from_json(new.to_json()).behaviour == new.behaviour
+    table = compare_runs([("old", [old]), ("new", [old, new])], resamples=100, permutations=100)
+    assert table.runs[0].behaviour is None
+    b = table.runs[1].behaviour
+    assert b is not None and b.rollouts == 1 and b.labels == {"mixed": 1}
+    assert b.batch_size_mean == 3 and b.answer_turn_mean == 3
+    assert "(1 without metrics)" in render_markdown(table)

@@ -31,7 +31,8 @@ class RolloutResult:
     generation_seconds: float = 0.0
     model: str = ""
     trajectory: list[Any] = field(default_factory=list)
-    behaviour: dict[str, Any] = field(default_factory=dict)  # metrics.json's "behaviour"; {} if unknown
+    # metrics.json's "behaviour" (orchestrator.behaviour); {} in files written before it
+    behaviour: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

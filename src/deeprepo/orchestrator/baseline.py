@@ -24,6 +24,7 @@ from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, UsageError
 from deeprepo.findings.model import Finding, dedupe, finding_from_dict
 from deeprepo.orchestrator.analyze import RunHandle, default_out_dir
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
 from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
@@ -35,7 +36,6 @@ from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
-from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside

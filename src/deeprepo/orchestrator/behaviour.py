@@ -231,9 +231,7 @@ def behaviour_of(
     answer_turn = next((t.index for t in turns if t.answer_ready), None)
     busy = [t for t in turns if t.sub_prompts > 0]
     exploring = [
-        t
-        for t in turns
-        if t.sub_prompts == 0 and (answer_turn is None or t.index < answer_turn)
+        t for t in turns if t.sub_prompts == 0 and (answer_turn is None or t.index < answer_turn)
     ]
     sizes = [n for t in turns for n in t.batch_sizes]
     queries = sum(t.query_calls for t in turns)

@@ -1,4 +1,4 @@
-"""``report.md``, ``findings.json`` and ``metrics.json`` from a RunResult.
+"""``report.md``, ``findings.json``, ``findings.sarif`` and ``metrics.json`` from a RunResult.
 
 The metrics schema is documented in ``docs/outputs.md``; bump
 ``METRICS_SCHEMA_VERSION`` when a field changes meaning.
@@ -20,6 +20,7 @@ from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.records import RunResult
+from deeprepo.report.sarif import sarif_log
 from deeprepo.report.text import md_block, md_code, md_text
 
 METRICS_SCHEMA_VERSION = 3
@@ -337,11 +338,15 @@ REPORT_SECTIONS: tuple[Section, ...] = (
 def write_outputs(
     out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
 ) -> None:
-    """Write report.md, findings.json and metrics.json into ``out_dir``."""
+    """Write report.md, findings.json, findings.sarif and metrics.json into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
     _write_atomic(
         out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
+    )
+    _write_atomic(
+        out_dir / "findings.sarif",
+        json.dumps(sarif_log(result, codebase.files), indent=2, ensure_ascii=False) + "\n",
     )
     _write_atomic(
         out_dir / "metrics.json",
