@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from test_episode import Replies, code, run
+from test_sarif import validate as validate_sarif
 
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
@@ -199,6 +200,7 @@ def test_loopback_run_counts_known_calls(loopback: LoopbackServer, tmp_path: Pat
     # 6 of 8 prompts batched (75%) and the root read 1 file for 4 sent (a quarter): both
     # thresholds met exactly.
     assert b["label"] == "batch-delegation" and b["batched_share"] == 0.75
+    validate_sarif(json.loads((out / "findings.sarif").read_text()))
     traj = [json.loads(x) for x in (out / "trajectory.jsonl").read_text().splitlines()]
     turns = [t for t in traj if t["type"] == "turn"]
     assert [t["llm_query_calls"] for t in turns] == [0, 1, 1]

@@ -293,6 +293,7 @@ def _summary_section(ctx: ReportContext) -> list[str]:
         f"- Coverage: {md_text(coverage_line(result))} (scopes audited: "
         f"{', '.join(result.audit_scopes) or 'n/a'})",
         f"- Worker (sub-LLM) calls answered: {result.sub_calls}{refused}{failed}",
+        _behaviour_line(behaviour_dict(result, codebase)),
         f"- Codebase: {codebase.metadata.files} files, {codebase.metadata.lines:,} lines"
         + (f" ({scopes})" if scopes else "")
         + f"; {len(codebase.metadata.skipped)} skipped",
@@ -309,6 +310,19 @@ def _summary_section(ctx: ReportContext) -> list[str]:
             f"{u['cache_read_tokens']:,} | {u['cache_write_tokens']:,} | {_money(u['cost_usd'])} |"
         )
     return [*out, ""]
+
+
+def _behaviour_line(b: dict[str, Any]) -> str:
+    sizes = ", ".join(map(str, b["batch_sizes"][:10])) + (
+        ", …" if len(b["batch_sizes"]) > 10 else ""
+    )
+    return (
+        f"- Root behaviour: {md_text(b['label'])} ({b['llm_query_calls']} llm_query, "
+        f"{b['llm_batch_calls']} llm_batch" + (f" of {sizes} prompts" if sizes else "") + "; "
+        f"files read by the root {b['files_read_by_root']}, sent to workers "
+        f"{b['files_sent_to_workers']}; "
+        + (f"answer set at turn {b['answer_turn']})" if b["answer_turn"] else "no answer set)")
+    )
 
 
 def _notes(result: RunResult, codebase: Codebase, limit: int = LIST_LIMIT) -> list[str]:
