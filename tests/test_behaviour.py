@@ -247,3 +247,21 @@ def test_compare_reads_results_without_behaviour() -> None:
     assert b is not None and b.rollouts == 1 and b.labels == {"mixed": 1}
     assert b.batch_size_mean == 3 and b.answer_turn_mean == 3
     assert "(1 without metrics)" in render_markdown(table)
+
+
+def test_call_log_groups_requests_and_ignores_empty_forgeries() -> None:
+    from deeprepo.sandbox.kernel import LlmCall, _CallLog
+
+    log = _CallLog()
+    log.add({"type": "llm", "api": "batch", "call": 1, "size": 5, "prompts": ["a", "b"]})
+    log.add({"type": "llm", "api": "batch", "call": 1, "size": 5, "prompts": ["c", "d", "e"]})
+    log.add({"type": "llm", "api": "query", "call": 2, "size": 1, "prompts": ["q"]})
+    log.add({"type": "llm", "id": 77, "prompts": 5})  # forged, nothing in it: no call
+    log.add({"type": "llm", "prompts": ["x", "y"]})  # untagged: a batch call of its own
+    log.add({"type": "llm", "prompts": ["z"]})  # and another
+    assert log.calls() == (
+        LlmCall("batch", 5),
+        LlmCall("query", 1),
+        LlmCall("batch", 2),
+        LlmCall("batch", 1),
+    )

@@ -49,6 +49,8 @@ ACCEPTED = {
     *(("analyze", "--rev", v) for v in BAD_VALUES),
     *(("baseline", "--rev", v) for v in BAD_VALUES),
     ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
+    # A name filter: text that matches some model names ("-5", "0") lists them.
+    *(("models", "PATTERN", v) for v in BAD_VALUES),
 }
 
 
@@ -97,6 +99,7 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        "models": ([], []),
     }[command]
 
 

@@ -49,7 +49,7 @@ def _row(m: ModelInfo) -> list[str]:
 
 def models_command(
     pattern: str | None = typer.Argument(
-        None, metavar="[FILTER]", help="Show only models whose name contains this (any case)."
+        None, metavar="FILTER", help="Show only models whose name contains this (any case)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
     prices: Path | None = typer.Option(

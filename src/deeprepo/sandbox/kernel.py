@@ -503,6 +503,8 @@ class _CallLog:
             prev = self._calls[-1]
             self._calls[-1] = prev._replace(size=max(prev.size, declared, self._seen))
             return
+        if not max(seen, declared):  # a (forged) request of no prompts is no call
+            return
         self._last = number if type(number) is int else None
         self._seen = seen
         self._calls.append(LlmCall(api, max(seen, declared)))
