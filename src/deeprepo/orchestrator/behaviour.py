@@ -29,8 +29,10 @@ The label is the first rule that holds, in this order (docs/decisions.md gives t
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from typing import Any, Literal, Protocol
 
 from deeprepo.findings.coverage import nontrivial_lines, prompt_lines
@@ -66,8 +68,8 @@ BATCH_SHARE = 0.75
 #: Files the root may read itself, as a share of the files it sent to workers, and still be
 #: ``batch-delegation`` (the other side of the same three-to-one majority).
 ROOT_READ_SHARE = 0.25
-#: Distinct lines of a file that must be shown for it to count as read (all of them when the
-#: file has fewer): a quoted line in a finding or a grep hit or two is not reading the file.
+#: Distinctive lines of a file that must be shown for it to count as read (else every one of
+#: its non-trivial lines): a quoted line in a finding or a grep hit or two is not reading it.
 SHOWN_LINES = 5
 
 
@@ -153,40 +155,35 @@ class Behaviour:
 
 
 class ShownIndex:
-    """Each file's *distinctive* lines: non-trivial lines (``findings.coverage``) that no
-    other file holds, so a licence header or ``from __future__ import annotations`` printed
-    once does not count as reading every file that has it. Built once per run."""
+    """Each file's non-trivial lines (``findings.coverage``), built once per run, and the
+    rule that says which files a text shows."""
 
     def __init__(self, files: Mapping[str, str]) -> None:
-        owners: dict[str, str | None] = {}
-        self._all: dict[str, frozenset[str]] = {}
+        self._lines: dict[str, frozenset[str]] = {}
         for path, text in files.items():
             lines = nontrivial_lines(text)
-            if not lines:
-                continue  # nothing of substance to read (empty, or only short lines)
-            self._all[path] = lines
-            for ln in lines:
-                owners[ln] = path if owners.get(ln, path) == path else None
-        self._own: dict[str, frozenset[str]] = {
-            path: frozenset(ln for ln in lines if owners[ln] == path)
-            for path, lines in self._all.items()
-        }
+            if lines:  # else nothing of substance to read (empty, or only short lines)
+                self._lines[path] = lines
 
     def shown(self, texts: Iterable[str], min_lines: int = SHOWN_LINES) -> set[str]:
-        """Files of which at least ``min_lines`` distinctive lines (every one, for a file with
-        fewer; every line, for a file with none) appear in ``texts``, bare, numbered or
-        quoted in any common style (``findings.coverage.prompt_lines``)."""
+        """Files of which ``texts`` show at least ``min_lines`` *distinctive* lines (lines of
+        that file that no other file has, so a licence header or a common import printed
+        once does not count as reading every file that has it), or every non-trivial line.
+        Lines count bare, numbered or quoted in any common style
+        (``findings.coverage.prompt_lines``)."""
         lines = prompt_lines(texts)
         if not lines:
             return set()
-        out: set[str] = set()
-        for path, own in self._own.items():
-            if own:
-                if len(own & lines) >= min(min_lines, len(own)):
-                    out.add(path)
-            elif self._all[path] <= lines:
-                out.add(path)
-        return out
+        hits = {path: hit for path, own in self._lines.items() if (hit := own & lines)}
+        # A shown line that several files hold is in each of their hits: counting over the
+        # hits alone finds every shared one.
+        counts = Counter(chain.from_iterable(hits.values()))
+        shared = {ln for ln, n in counts.items() if n > 1}
+        return {
+            path
+            for path, hit in hits.items()
+            if len(hit - shared if shared else hit) >= min_lines or hit == self._lines[path]
+        }
 
 
 def label_of(
