@@ -171,7 +171,10 @@ class ShownIndex:
         once does not count as reading every file that has it), or every non-trivial line.
         Lines count bare, numbered or quoted in any common style
         (``findings.coverage.prompt_lines``)."""
-        lines = prompt_lines(texts)
+        return self.shown_by_lines(prompt_lines(texts), min_lines)
+
+    def shown_by_lines(self, lines: set[str], min_lines: int = SHOWN_LINES) -> set[str]:
+        """:meth:`shown` for the ``prompt_lines`` of the texts."""
         if not lines:
             return set()
         hits = {path: hit for path, own in self._lines.items() if (hit := own & lines)}
@@ -219,12 +222,14 @@ def behaviour_of(
     files: Mapping[str, str],
     sent_prompts: Sequence[str],
     root_read: set[str] | None = None,
+    sent_lines: set[str] | None = None,
 ) -> Behaviour:
     """The behaviour of one run. ``root_read`` replaces what the turns' outputs show (a
-    baseline's model reads the files its one prompt carried)."""
+    baseline's model reads the files its one prompt carried); ``sent_lines`` are the
+    ``prompt_lines`` of ``sent_prompts`` when the caller has them (the episode's coverage)."""
     index = ShownIndex(files)
     read = root_read if root_read is not None else index.shown(t.output for t in turns)
-    sent = index.shown(sent_prompts)
+    sent = index.shown_by_lines(prompt_lines(sent_prompts) if sent_lines is None else sent_lines)
     answer_turn = next((t.index for t in turns if t.answer_ready), None)
     busy = [t for t in turns if t.sub_prompts > 0]
     exploring = [

@@ -17,6 +17,7 @@ from typing import Any
 from deeprepo.architecture import architecture_of, architecture_summary
 from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
+from deeprepo.findings.coverage import prompt_lines
 from deeprepo.findings.model import Finding, dedupe, finding_from_dict
 from deeprepo.orchestrator import prompts
 from deeprepo.orchestrator.audit import (
@@ -246,7 +247,8 @@ class Episode:
         if incomplete:
             content = salvage_report(findings, stop_reason, stop_detail, partial=content)
         sent = list(self.dispatcher.sent_prompts)
-        audited = audited_files(self.codebase.files, sent, self.audit_paths)
+        sent_lines = prompt_lines(sent)  # one pass over the prompts for coverage and behaviour
+        audited = audited_files(self.codebase.files, sent, self.audit_paths, lines=sent_lines)
         unaudited = sorted(set(self.audit_paths) - set(audited))
         d = self.dispatcher
         stats = DispatchStats(
@@ -286,7 +288,10 @@ class Episode:
                 stats=stats,
             ),
             behaviour=behaviour_of(
-                [turn_calls(t) for t in turns], files=self.codebase.files, sent_prompts=sent
+                [turn_calls(t) for t in turns],
+                files=self.codebase.files,
+                sent_prompts=sent,
+                sent_lines=sent_lines,
             ),
         )
 
