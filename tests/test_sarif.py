@@ -243,3 +243,20 @@ def test_no_findings_is_still_a_valid_log(n: int) -> None:
     log = sarif_log(result([]), FILES)
     validate(log)
     assert log["runs"][0]["results"] == [] and log["runs"][0]["tool"]["driver"]["rules"] == []
+
+
+def test_failed_baseline_reads_nothing_and_says_so(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.add_rule("", Reply(status=400, error_message="bad request"), route="openai")
+    out = tmp_path / "base"
+    proc = run_cli(
+        "baseline", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
+        "--out", str(out), "--no-cache",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    b = json.loads((out / "metrics.json").read_text())["behaviour"]
+    assert b["files_read_by_root"] == 0 and b["answer_turn"] is None
+    assert b["label"] == "no-delegation"
+    inv = _sarif(out)["runs"][0]["invocations"][0]
+    assert inv["executionSuccessful"] is False and inv["properties"]["stopReason"] == "error"

@@ -206,6 +206,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     make_out_dir(out_dir)
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
+    completed = False  # the model answered the call (its reply may still be empty)
     try:
         completion = await model.complete(
             ChatRequest(
@@ -215,6 +216,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             )
         )
         reply = completion.text
+        completed = True
     except (ProviderError, BudgetExceeded) as exc:
         stop_reason, stop_detail = "error", str(exc)
     finally:
@@ -273,9 +275,13 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             if left_out
             else ("the model gave no answer: " + stop_detail if incomplete else "")
         ),
-        # One model reads every file its prompt carried itself: no worker, no REPL.
+        # One model reads every file its prompt carried itself (if the call went through):
+        # no worker, no REPL.
         behaviour=behaviour_of(
-            [turn_calls(turn)], files=codebase.files, sent_prompts=[], root_read=set(included)
+            [turn_calls(turn)],
+            files=codebase.files,
+            sent_prompts=[],
+            root_read=set(included) if completed else set(),
         ),
     )
     set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
