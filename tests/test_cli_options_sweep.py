@@ -59,6 +59,8 @@ ACCEPTED = {
         for cmd in ("train sft", "train grpo")
         for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
     ),
+    # A name filter: text that matches some model names ("-5", "0") lists them.
+    *(("models", "PATTERN", v) for v in BAD_VALUES),
 }
 
 
@@ -127,6 +129,7 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "export checkpoint": ([str(fx["dir"]), str(fx["out"])], []),
         "train sft": ([str(fx["train"])], ["--out", str(fx["out"])]),
         "train grpo": ([str(fx["train"])], ["--out", str(fx["out"])]),
+        "models": ([], []),
     }[command]
 
 

@@ -207,6 +207,10 @@ def test_kill_then_resume_replays_without_calling_and_keeps_the_ledger_exact(
     assert rows["sub"]["cached_calls"] == 3 * PROMPTS_PER_TURN
     assert rows["sub"]["calls"] == sub_billed + 3 * PROMPTS_PER_TURN
     assert m["sub_calls"] == sub_billed  # prompts the episode dispatched: replayed ones once
+    # The replayed turns' calls count once, as if the run had never stopped.
+    b = m["behaviour"]
+    assert b["batch_sizes"] == [PROMPTS_PER_TURN] * 4 and b["llm_query_calls"] == 0
+    assert b["turns_with_sub_calls"] == 4 and b["answer_turn"] == 5
 
     # A finished run has nothing left to resume.
     done = run_cli("analyze", "--resume", str(out), env=ENV)

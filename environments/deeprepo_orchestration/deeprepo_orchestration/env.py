@@ -162,6 +162,12 @@ def record_outcome(trace: Any, outcome: RolloutOutcome) -> None:
             "episode_seconds": outcome.seconds,
         }
     )
+    if r.behaviour is not None:  # the counts as metrics; the label goes in info
+        b = r.behaviour
+        for key in ("llm_query_calls", "llm_batch_calls", "files_read_by_root"):
+            metrics[key] = float(getattr(b, key))
+        metrics["files_sent_to_workers"] = float(b.files_sent_to_workers)
+        metrics["turns_with_sub_calls"] = float(b.turns_with_sub_calls)
     for key in ("precision", "recall", "f1"):
         if key in outcome.reward.details:
             metrics[key] = outcome.reward.details[key]
@@ -174,6 +180,7 @@ def record_outcome(trace: Any, outcome: RolloutOutcome) -> None:
         "sandbox_mode": r.sandbox_mode,
         "worker_seed": outcome.worker_seed,
         "batch_sizes": list(r.batch_sizes),
+        "behaviour": r.behaviour.to_dict() if r.behaviour else {},
         "files_covered": list(r.files_covered),
         "findings": [f.to_dict() for f in r.findings],
         "answer": r.answer,

@@ -241,7 +241,8 @@ def analyze_command(
         ),
     ] = None,
 ) -> None:
-    """Analyse a repository and write report.md, findings.json, metrics.json and trajectory.jsonl.
+    """Analyse a repository and write report.md, findings.json, findings.sarif,
+    metrics.json and trajectory.jsonl.
 
     Exit codes: 0 complete; 1 stopped on an error; 2 bad usage; 3 incomplete (not every
     file audited, or no answer); 130 interrupted (Ctrl-C).

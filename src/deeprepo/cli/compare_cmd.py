@@ -38,7 +38,8 @@ def compare_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap and permutation test."),
 ) -> None:
-    """Compare evaluation runs: reward, turns, delegation, tokens and deltas with 95% CIs."""
+    """Compare evaluation runs: reward, turns, delegation, behaviour labels, tokens and deltas
+    with 95% CIs."""
     names = default_labels(files, labels)
     runs = [(name, load_results(path)) for name, path in zip(names, files, strict=True)]
     table = compare_runs(

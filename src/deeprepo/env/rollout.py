@@ -101,6 +101,7 @@ class RolloutOutcome:
             generation_seconds=self.seconds,
             model=model or r.root_model,
             trajectory=[t.to_dict() for t in r.turns],
+            behaviour=r.behaviour.to_dict() if r.behaviour else {},
             extra={
                 "sub_model": r.sub_model,
                 "stop_reason": r.stop_reason,

@@ -1,14 +1,16 @@
 """The before/after table of ``deeprepo compare`` (DESIGN §8).
 
 Per run: average reward (σ, population), range, average turns (min–max), the
-zero-delegation rate (share of rollouts with no sub-LLM call) and average tokens. For
+zero-delegation rate (share of rollouts with no sub-LLM call) and average tokens, then the
+behaviour labels and mean behaviour counts of the rollouts that carry them. For
 each chosen pair ``(a, b)``: ``b - a`` absolute and relative to ``a``, with a bootstrap
 CI, a permutation p-value (``evals.stats``) and a warning when the sample is too small.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +26,9 @@ from deeprepo.evals.stats import (
     separation_warning,
     std,
 )
+from deeprepo.orchestrator.behaviour import Behaviour
+from deeprepo.report.text import console as console_text
+from deeprepo.report.text import md_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -44,6 +49,52 @@ class RunSummary:
     zero_delegation_rate: float
     input_tokens_mean: float
     output_tokens_mean: float
+    behaviour: BehaviourSummary | None = None  # None: no rollout carries behaviour metrics
+
+
+@dataclass(frozen=True)
+class BehaviourSummary:
+    """How a run's roots worked (``orchestrator.behaviour``), over the rollouts that say."""
+
+    rollouts: int  # rollouts with behaviour metrics (older results.jsonl files have none)
+    labels: dict[str, int]  # label -> rollouts, most frequent first
+    llm_query_calls_mean: float
+    llm_batch_calls_mean: float
+    batch_size_mean: float | None  # prompts per llm_batch call, over every batch of the run
+    files_read_by_root_mean: float
+    files_sent_to_workers_mean: float
+    turns_with_sub_calls_mean: float
+    answer_turn_mean: float | None  # over the rollouts whose root set an answer
+    answered: int  # those rollouts
+
+
+def summarize_behaviour(results: Sequence[RolloutResult]) -> BehaviourSummary | None:
+    """Label distribution and mean counts; rollouts without a ``behaviour`` are left out."""
+    rows = []
+    for r in results:
+        if not r.behaviour:
+            continue
+        try:
+            rows.append(Behaviour.from_dict(r.behaviour))
+        except ValueError:
+            continue
+    if not rows:
+        return None
+    counts = Counter(b.label for b in rows)
+    sizes = [n for b in rows for n in b.batch_sizes]
+    answers = [b.answer_turn for b in rows if b.answer_turn is not None]
+    return BehaviourSummary(
+        rollouts=len(rows),
+        labels=dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        llm_query_calls_mean=mean([b.llm_query_calls for b in rows]),
+        llm_batch_calls_mean=mean([b.llm_batch_calls for b in rows]),
+        batch_size_mean=mean(sizes) if sizes else None,
+        files_read_by_root_mean=mean([b.files_read_by_root for b in rows]),
+        files_sent_to_workers_mean=mean([b.files_sent_to_workers for b in rows]),
+        turns_with_sub_calls_mean=mean([b.turns_with_sub_calls for b in rows]),
+        answer_turn_mean=mean(answers) if answers else None,
+        answered=len(answers),
+    )
 
 
 @dataclass(frozen=True)
@@ -91,6 +142,7 @@ def summarize_run(label: str, results: Sequence[RolloutResult]) -> RunSummary:
         zero_delegation_rate=sum(r.sub_calls == 0 for r in results) / len(results),
         input_tokens_mean=mean([r.input_tokens for r in results]),
         output_tokens_mean=mean([r.output_tokens for r in results]),
+        behaviour=summarize_behaviour(results),
     )
 
 
@@ -223,6 +275,41 @@ _RUN_HEADERS = [
     "avg input tok.",
 ]
 _PAIR_HEADERS = ["pair", "Δ reward", "Δ %", "95% CI", "p", "test"]
+_BEHAVIOUR_HEADERS = [
+    "run",
+    "behaviour (rollouts)",
+    "llm_query",
+    "llm_batch",
+    "avg batch",
+    "files read by root",
+    "files to workers",
+    "turns w/ sub-calls",
+    "answer turn",
+]
+
+
+def _num(x: float | None, fmt: str = ".1f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def _behaviour_row(r: RunSummary, text: Callable[[object], str]) -> list[str] | None:
+    b = r.behaviour
+    if b is None:
+        return None
+    labels = ", ".join(f"{text(k)} {n}" for k, n in b.labels.items())
+    if b.rollouts < r.rollouts:
+        labels += f" ({r.rollouts - b.rollouts} without metrics)"
+    return [
+        text(r.label),
+        labels,
+        _num(b.llm_query_calls_mean),
+        _num(b.llm_batch_calls_mean),
+        _num(b.batch_size_mean),
+        _num(b.files_read_by_root_mean),
+        _num(b.files_sent_to_workers_mean),
+        _num(b.turns_with_sub_calls_mean),
+        _num(b.answer_turn_mean),
+    ]
 
 
 def _pair_row(p: PairDelta) -> list[str]:
@@ -247,6 +334,9 @@ def render_markdown(table: ComparisonTable) -> str:
         ]
 
     lines = md(_RUN_HEADERS, [_run_row(r) for r in table.runs])
+    behaviour = [row for r in table.runs if (row := _behaviour_row(r, md_text)) is not None]
+    if behaviour:
+        lines += ["", *md(_BEHAVIOUR_HEADERS, behaviour)]
     if table.pairs:
         headers = [h.replace("95%", f"{table.pairs[0].level:.0%}") for h in _PAIR_HEADERS]
         lines += ["", *md(headers, [_pair_row(p) for p in table.pairs])]
@@ -267,6 +357,14 @@ def render_rich(table: ComparisonTable) -> list[RenderableType]:
     for r in table.runs:
         runs.add_row(*_run_row(r))
     out: list[RenderableType] = [runs]
+    rows = [row for r in table.runs if (row := _behaviour_row(r, console_text)) is not None]
+    if rows:
+        behaviour = Table(title="Behaviour (means per rollout)")
+        for h in _BEHAVIOUR_HEADERS:
+            behaviour.add_column(h, justify="left" if h.startswith(("run", "behav")) else "right")
+        for row in rows:
+            behaviour.add_row(*row)
+        out.append(behaviour)
     if table.pairs:
         deltas = Table(title="Differences (b − a)")
         for h in _PAIR_HEADERS:

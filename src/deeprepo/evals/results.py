@@ -31,6 +31,8 @@ class RolloutResult:
     generation_seconds: float = 0.0
     model: str = ""
     trajectory: list[Any] = field(default_factory=list)
+    # metrics.json's "behaviour" (orchestrator.behaviour); {} in files written before it
+    behaviour: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +67,7 @@ class RolloutResult:
                 generation_seconds=float(d.get("generation_seconds") or 0.0),
                 model=str(d.get("model") or ""),
                 trajectory=list(d.get("trajectory") or []),
+                behaviour=dict(d.get("behaviour") or {}),
                 extra={k: v for k, v in d.items() if k not in _FIELD_NAMES},
             )
         except (TypeError, ValueError, AttributeError) as e:

@@ -85,12 +85,21 @@ def audit_set(
 
 
 def audited_files(
-    files: Mapping[str, str], answered_prompts: Iterable[str], among: Iterable[str]
+    files: Mapping[str, str],
+    answered_prompts: Iterable[str],
+    among: Iterable[str],
+    *,
+    lines: set[str] | None = None,
 ) -> list[str]:
-    """The paths of ``among`` whose content reached a worker through answered prompts."""
+    """The paths of ``among`` whose content reached a worker through answered prompts
+    (``lines``: their ``prompt_lines``, when the caller has them already)."""
     targets = set(among)
     subset = {p: files[p] for p in targets if p in files}
-    covered = CoverageIndex(subset).covered(answered_prompts, AUDIT_MIN_FRACTION)
+    index = CoverageIndex(subset)
+    if lines is None:
+        covered = index.covered(answered_prompts, AUDIT_MIN_FRACTION)
+    else:
+        covered = index.covered_by_lines(lines, AUDIT_MIN_FRACTION)
     return sorted(covered & targets)
 
 

@@ -24,6 +24,7 @@ from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, UsageError
 from deeprepo.findings.model import Finding, dedupe, finding_from_dict
 from deeprepo.orchestrator.analyze import RunHandle, default_out_dir
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
 from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
@@ -209,6 +210,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     model.on_call = call_log
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
+    completed = False  # the model answered the call (its reply may still be empty)
     try:
         completion = await model.complete(
             ChatRequest(
@@ -218,6 +220,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             )
         )
         reply = completion.text
+        completed = True
     except (ProviderError, BudgetExceeded) as exc:
         stop_reason, stop_detail = "error", str(exc)
     finally:
@@ -276,6 +279,14 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             f"{len(left_out)} files did not fit the model's context (raise --context-tokens)"
             if left_out
             else ("the model gave no answer: " + stop_detail if incomplete else "")
+        ),
+        # One model reads every file its prompt carried itself (if the call went through):
+        # no worker, no REPL.
+        behaviour=behaviour_of(
+            [turn_calls(turn)],
+            files=codebase.files,
+            sent_prompts=[],
+            root_read=set(included) if completed else set(),
         ),
     )
     if call_log.failed:

@@ -17,6 +17,7 @@ from typing import Any
 from deeprepo.architecture import architecture_of, architecture_summary
 from deeprepo.codebase.model import Codebase
 from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
+from deeprepo.findings.coverage import prompt_lines
 from deeprepo.findings.model import Finding, dedupe, finding_from_dict
 from deeprepo.orchestrator import prompts
 from deeprepo.orchestrator.audit import (
@@ -26,6 +27,7 @@ from deeprepo.orchestrator.audit import (
     audited_files,
     shortfall,
 )
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.parser import extract_code_blocks
 from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
@@ -249,7 +251,8 @@ class Episode:
         if incomplete:
             content = salvage_report(findings, stop_reason, stop_detail, partial=content)
         sent = list(self.dispatcher.sent_prompts)
-        audited = audited_files(self.codebase.files, sent, self.audit_paths)
+        sent_lines = prompt_lines(sent)  # one pass over the prompts for coverage and behaviour
+        audited = audited_files(self.codebase.files, sent, self.audit_paths, lines=sent_lines)
         unaudited = sorted(set(self.audit_paths) - set(audited))
         d = self.dispatcher
         stats = DispatchStats(
@@ -290,6 +293,12 @@ class Episode:
             ),
             system_prompt=system,
             first_message=first,
+            behaviour=behaviour_of(
+                [turn_calls(t) for t in turns],
+                files=self.codebase.files,
+                sent_prompts=sent,
+                sent_lines=sent_lines,
+            ),
         )
 
     async def _turn(
@@ -322,12 +331,16 @@ class Episode:
         outputs: list[str] = []
         worst: str | None = None
         sub_calls = 0
+        query_calls = 0
+        batch_sizes: list[int] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
         if not blocks:
             outputs.append(prompts.NO_CODE_NOTE)
         for n, code in enumerate(blocks, 1):
             result = await kernel.exec(code)
             sub_calls += result.llm_calls
+            query_calls += sum(1 for c in result.calls if c.api == "query")
+            batch_sizes += [c.size for c in result.calls if c.api == "batch"]
             answer = result.answer
             if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 0):
                 worst = result.error
@@ -367,6 +380,8 @@ class Episode:
             if output != prior.output:
                 self.replay_mismatches.append(index)
             messages.append(Message("user", prior.output))
+            # Records from before behaviour metrics lack the call counts the rerun just made.
+            prior = replace(prior, llm_query_calls=query_calls, llm_batch_sizes=batch_sizes)
             return prior, answer, new_findings
         messages.append(Message("user", output))
         after = self._root_totals()
@@ -386,6 +401,8 @@ class Episode:
             cost_usd=None if after[4] is None or before[4] is None else after[4] - before[4],
             seconds=self.clock() - t0,
             final_turn=final_turn,
+            llm_query_calls=query_calls,
+            llm_batch_sizes=batch_sizes,
         )
         return turn, answer, new_findings
 

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from deeprepo.findings.model import Finding
+from deeprepo.orchestrator.behaviour import Behaviour
 
 StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error", "interrupted"]
 STOP_REASONS: tuple[str, ...] = (
@@ -37,6 +38,8 @@ class Turn:
     cost_usd: float | None
     seconds: float
     final_turn: bool = False  # the extra turn given at max_turns to submit an answer
+    llm_query_calls: int = 0  # llm_query calls the turn's code made
+    llm_batch_sizes: list[int] = field(default_factory=list)  # prompts per llm_batch call
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,6 +81,7 @@ class RunResult:
     # these give the exact conversation (``deeprepo export sft``).
     system_prompt: str = field(default="", repr=False)
     first_message: str = field(default="", repr=False)
+    behaviour: Behaviour | None = None  # how the root worked (orchestrator.behaviour)
 
     @property
     def num_turns(self) -> int:

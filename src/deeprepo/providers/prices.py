@@ -26,6 +26,8 @@ __all__ = ["ModelPrice", "PriceTable", "is_builtin_model"]
 
 PRICES_ENV = "DEEPREPO_PRICES"
 _PER_TOKEN = 1e-6
+_PRICE_FIELDS = frozenset({"input", "output", "cache_read", "cache_write"})
+_PROVENANCE = ("source", "as_of", "source_url")
 # Dated snapshots (``claude-sonnet-4-5-20250929``, ``gpt-4o-2024-08-06``) price like their alias.
 _DATE_SUFFIX = re.compile(r"-(?:\d{8}|\d{4}-\d{2}-\d{2})$")
 
@@ -46,7 +48,11 @@ class ModelPrice:
     cache_read: float
     cache_write: float
     context_window: int | None = None
-    source: str | None = None
+    source: str | None = None  # where the price came from (a list price, a listing, a file)
+    as_of: str | None = None  # when it was checked (YYYY-MM)
+    source_url: str | None = None
+    cache_read_listed: bool = True  # False: no separate rate, cache_read is the input price
+    cache_write_listed: bool = True  # the same for cache_write
 
     def cost(self, usage: Usage) -> float:
         """Dollar cost of ``usage`` at these prices."""
@@ -77,15 +83,23 @@ def _to_price(name: str, entry: Mapping[str, Any], where: str) -> ModelPrice:
         raise ConfigError(f"{where} [{name}]: 'context_window' must be a positive integer")
     read = _number(entry, "cache_read", f"{where} [{name}]")
     write = _number(entry, "cache_write", f"{where} [{name}]")
-    source = entry.get("source")
     return ModelPrice(
         input=inp,
         output=out,
         cache_read=inp if read is None else read,
         cache_write=inp if write is None else write,
         context_window=ctx,
-        source=source if isinstance(source, str) else None,
+        source=_text(entry, "source"),
+        as_of=_text(entry, "as_of"),
+        source_url=_text(entry, "source_url"),
+        cache_read_listed=read is not None,
+        cache_write_listed=write is not None,
     )
+
+
+def _text(entry: Mapping[str, Any], key: str) -> str | None:
+    value = entry.get(key)
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _models_of(data: Any, where: str) -> dict[str, dict[str, Any]]:
@@ -127,7 +141,12 @@ class PriceTable:
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"price file {override_path} is not valid JSON: {exc}") from exc
             for name, entry in _models_of(data, where).items():
-                raw[name] = {**raw.get(name, {}), **entry}
+                base = raw.get(name, {})
+                if _PRICE_FIELDS & set(entry) and "source" not in entry:
+                    # Prices from the user's file: the packaged provenance no longer applies.
+                    base = {k: v for k, v in base.items() if k not in _PROVENANCE}
+                    entry = {**entry, "source": f"prices file {override_path}"}
+                raw[name] = {**base, **entry}
         return cls({name: _to_price(name, entry, where) for name, entry in raw.items()})
 
     def get(self, model_name: str) -> ModelPrice | None:

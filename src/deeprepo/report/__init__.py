@@ -1,1 +1,1 @@
-"""Run outputs: report.md, findings.json, metrics.json, trajectory.jsonl."""
+"""Run outputs: report.md, findings.json, findings.sarif, metrics.json, trajectory.jsonl."""

@@ -1,4 +1,4 @@
-"""``report.md``, ``findings.json`` and ``metrics.json`` from a RunResult.
+"""``report.md``, ``findings.json``, ``findings.sarif`` and ``metrics.json`` from a RunResult.
 
 The metrics schema is documented in ``docs/outputs.md``; bump
 ``METRICS_SCHEMA_VERSION`` when a field changes meaning.
@@ -18,10 +18,12 @@ from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
+from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.records import RunResult
+from deeprepo.report.sarif import sarif_log
 from deeprepo.report.text import md_block, md_code, md_text
 
-METRICS_SCHEMA_VERSION = 2
+METRICS_SCHEMA_VERSION = 3
 #: How many unaudited or skipped paths report.md names before pointing at metrics.json.
 LIST_LIMIT = 20
 
@@ -118,7 +120,21 @@ def metrics(
             ],
         },
         "architecture": architecture_of(codebase).to_dict(),
+        "behaviour": behaviour_dict(result, codebase),
     }
+
+
+def behaviour_dict(result: RunResult, codebase: Codebase) -> dict[str, Any]:
+    """The run's ``behaviour`` object (``orchestrator.behaviour``); computed from the turns
+    and prompts when the result does not carry it."""
+    b = result.behaviour
+    if b is None:
+        b = behaviour_of(
+            [turn_calls(t) for t in result.turns],
+            files=codebase.files,
+            sent_prompts=result.sent_prompts,
+        )
+    return b.to_dict()
 
 
 def _money(value: float | None) -> str:
@@ -277,6 +293,7 @@ def _summary_section(ctx: ReportContext) -> list[str]:
         f"- Coverage: {md_text(coverage_line(result))} (scopes audited: "
         f"{', '.join(result.audit_scopes) or 'n/a'})",
         f"- Worker (sub-LLM) calls answered: {result.sub_calls}{refused}{failed}",
+        _behaviour_line(behaviour_dict(result, codebase)),
         f"- Codebase: {codebase.metadata.files} files, {codebase.metadata.lines:,} lines"
         + (f" ({scopes})" if scopes else "")
         + f"; {len(codebase.metadata.skipped)} skipped",
@@ -293,6 +310,19 @@ def _summary_section(ctx: ReportContext) -> list[str]:
             f"{u['cache_read_tokens']:,} | {u['cache_write_tokens']:,} | {_money(u['cost_usd'])} |"
         )
     return [*out, ""]
+
+
+def _behaviour_line(b: dict[str, Any]) -> str:
+    sizes = ", ".join(map(str, b["batch_sizes"][:10])) + (
+        ", …" if len(b["batch_sizes"]) > 10 else ""
+    )
+    return (
+        f"- Root behaviour: {md_text(b['label'])} ({b['llm_query_calls']} llm_query, "
+        f"{b['llm_batch_calls']} llm_batch" + (f" of {sizes} prompts" if sizes else "") + "; "
+        f"files read by the root {b['files_read_by_root']}, sent to workers "
+        f"{b['files_sent_to_workers']}; "
+        + (f"answer set at turn {b['answer_turn']})" if b["answer_turn"] else "no answer set)")
+    )
 
 
 def _notes(result: RunResult, codebase: Codebase, limit: int = LIST_LIMIT) -> list[str]:
@@ -322,11 +352,15 @@ REPORT_SECTIONS: tuple[Section, ...] = (
 def write_outputs(
     out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
 ) -> None:
-    """Write report.md, findings.json and metrics.json into ``out_dir``."""
+    """Write report.md, findings.json, findings.sarif and metrics.json into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
     _write_atomic(
         out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
+    )
+    _write_atomic(
+        out_dir / "findings.sarif",
+        json.dumps(sarif_log(result, codebase.files), indent=2, ensure_ascii=False) + "\n",
     )
     _write_atomic(
         out_dir / "metrics.json",

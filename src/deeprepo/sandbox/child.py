@@ -101,6 +101,7 @@ _reader: Any = None
 _writer: Any = None
 _lock: Any = None
 _ids: Any = None
+_calls: Any = None  # numbers llm_query/llm_batch calls: a call's requests share its number
 _pid = 0
 _max_prompt_chars = 1_000_000
 _stdout_target: list[Any] = []
@@ -131,8 +132,11 @@ def chunk_by_size(sizes: list[int], max_size: int, max_items: int = 0) -> list[l
     raise NotImplementedError  # rebound from protocol
 
 
-def _rpc(prompts: list[bytes], system: str | None) -> tuple[list[str], int, str]:
-    """Send one request; ``(answers, refused, error)`` from the parent's reply."""
+def _rpc(
+    prompts: list[bytes], system: str | None, call: tuple[str, int, int]
+) -> tuple[list[str], int, str]:
+    """Send one request; ``(answers, refused, error)`` from the parent's reply. ``call`` is
+    ``(api, number, size)`` of the llm_query/llm_batch call it serves (behaviour metrics)."""
     if os_getpid() != _pid:
         raise RuntimeError(
             "llm_query/llm_batch work only in the kernel process, not in a forked child"
@@ -140,8 +144,11 @@ def _rpc(prompts: list[bytes], system: str | None) -> tuple[list[str], int, str]
     with _lock:
         call_id = next(_ids)
         # The leading newline ends whatever partial line a cell left on the pipe.
-        head = b'\n{"type":"llm","id":%d,"system":%s,"prompts":[' % (
+        head = b'\n{"type":"llm","id":%d,"api":"%s","call":%d,"size":%d,"system":%s,"prompts":[' % (
             call_id,
+            b"query" if call[0] == "query" else b"batch",
+            call[1],
+            call[2],
             b"null" if system is None else _encode_str(system).translate(BRACKETS).encode("ascii"),
         )
         _writer.write(head + b",".join(prompts) + b"]}\n")
@@ -173,6 +180,10 @@ def _rpc(prompts: list[bytes], system: str | None) -> tuple[list[str], int, str]
 
 def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
     """Ask sub-LLM workers, in parallel, one answer per prompt; a failed item is an error string."""
+    return _batch(prompts, system, "batch")
+
+
+def _batch(prompts: Iterable[str], system: str | None, api: str) -> list[str]:
     if isinstance(prompts, (str, bytes)):
         raise TypeError(
             "llm_batch takes a list of prompts; for a single prompt use llm_query(prompt)"
@@ -190,6 +201,7 @@ def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
     # request (the sub-call budget is spent), the rest would be refused too, so they are
     # neither encoded nor sent, and a batch of millions ends in the time of one request.
     results: list[str | None] = [None] * len(items)
+    call = (api, next(_calls), len(items))
     limit = MAX_LINE_BYTES - 4096 - (0 if system is None else 6 * len(system))
     refused_total = 0
     refusal = ""
@@ -216,7 +228,7 @@ def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
                 results[i] = error
                 i += 1
                 continue
-        answers, refused, error = _rpc(encoded, system)
+        answers, refused, error = _rpc(encoded, system, call)
         for j, answer in zip(idx, answers, strict=False):
             results[j] = answer
         if refused:
@@ -237,7 +249,7 @@ def llm_batch(prompts: Iterable[str], system: str | None = None) -> list[str]:
 
 def llm_query(prompt: str, *, system: str | None = None) -> str:
     """Ask one sub-LLM worker; returns its answer (or an error string)."""
-    return llm_batch([prompt], system)[0]
+    return _batch([prompt], system, "query")[0]
 
 
 def add_finding(
@@ -390,6 +402,7 @@ def _scaffold_classes() -> tuple[type[dict[str, str]], type[Any]]:
 ReadOnlyDict, _Stdout = _scaffold_classes()
 _PUBLIC_FUNCTIONS = (
     _rpc,
+    _batch,
     llm_batch,
     llm_query,
     add_finding,
@@ -700,6 +713,7 @@ class _Kernel:
             _writer=self.writer,
             _lock=threading.Lock(),
             _ids=self.count(1),
+            _calls=self.count(1),
             _pid=self.pid,
             _max_prompt_chars=max_prompt_chars,
             _stdout_target=self.stdout_target,

@@ -14,9 +14,9 @@ import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from deeprepo.errors import SandboxError
 from deeprepo.sandbox import cgroup, protocol
@@ -30,7 +30,7 @@ from deeprepo.sandbox.pool import (
     start_child_async,
 )
 
-__all__ = ["ExecResult", "Kernel", "LlmHandler"]
+__all__ = ["ExecResult", "Kernel", "LlmCall", "LlmHandler"]
 
 LlmHandler = Callable[[list[str], str | None], Awaitable[list[str]]]
 """A batch of prompts (and an optional system prompt) -> one answer per prompt; errors as strings."""
@@ -59,6 +59,13 @@ _MAX_NAMES_SHOWN = 30  # lost variable names in a restart note
 _MAX_NAME_CHARS = 80
 
 
+class LlmCall(NamedTuple):
+    """One ``llm_query`` / ``llm_batch`` call of a cell, however many requests carried it."""
+
+    api: Literal["query", "batch"]
+    size: int  # prompts the call asked for (refused ones included)
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one cell did, as the orchestrator needs it."""
@@ -72,6 +79,7 @@ class ExecResult:
     lost_variables: list[str]  # user variable names lost in that restart
     llm_calls: int  # sub-LLM prompts requested during this cell
     seconds: float
+    calls: tuple[LlmCall, ...] = ()  # the cell's llm_query / llm_batch calls, in order
 
 
 class Kernel:
@@ -250,6 +258,7 @@ class Kernel:
         malformed = 0
         llm_calls = 0
         refused = 0
+        calls = _CallLog()
         conn.send(protocol.encode({"type": "exec", "id": cell_id, "code": code}))
         deadline = loop.time() + self.config.cell_timeout_s
         outcome: dict[str, Any] | str
@@ -271,6 +280,7 @@ class Kernel:
                 elif msg["type"] == "llm":
                     waited = loop.time()
                     reply, count, not_served = await self._serve_llm(msg)
+                    calls.add(msg)
                     llm_calls += count
                     refused += not_served
                     deadline += loop.time() - waited  # waiting on workers is not the cell's time
@@ -305,8 +315,10 @@ class Kernel:
                 "asked for more than the sub-call budget had left (see the error in their results)."
             )
         if isinstance(outcome, dict):
-            return await self._finish(conn, outcome, notes, restarted, lost, llm_calls, started)
-        return await self._fail(conn, outcome, notes, lost, llm_calls, started)
+            result = await self._finish(conn, outcome, notes, restarted, lost, llm_calls, started)
+        else:
+            result = await self._fail(conn, outcome, notes, lost, llm_calls, started)
+        return replace(result, calls=calls.calls())
 
     async def _finish(
         self,
@@ -468,6 +480,37 @@ class Kernel:
         if missing > 0:
             out += [f"{protocol.ERROR_PREFIX} no answer came back for this prompt"] * missing
         return out[: len(batch)]
+
+
+class _CallLog:
+    """Groups a cell's ``llm`` requests into the calls that sent them. The child tags each
+    request with ``api``, a call number shared by a call's requests (a large batch goes in
+    several) and the call's size; a request without tags (a forged line) is a call of its own."""
+
+    def __init__(self) -> None:
+        self._calls: list[LlmCall] = []
+        self._last: int | None = None  # the call number of the last request
+        self._seen = 0  # prompts the last call's requests carried so far
+
+    def add(self, msg: dict[str, Any]) -> None:
+        items = msg.get("prompts")
+        seen = len(items) if isinstance(items, list) else 0
+        api: Literal["query", "batch"] = "query" if msg.get("api") == "query" else "batch"
+        number, size = msg.get("call"), msg.get("size")
+        declared = size if type(size) is int and size >= 0 else 0
+        if type(number) is int and number == self._last and self._calls:
+            self._seen += seen
+            prev = self._calls[-1]
+            self._calls[-1] = prev._replace(size=max(prev.size, declared, self._seen))
+            return
+        if not max(seen, declared):  # a (forged) request of no prompts is no call
+            return
+        self._last = number if type(number) is int else None
+        self._seen = seen
+        self._calls.append(LlmCall(api, max(seen, declared)))
+
+    def calls(self) -> tuple[LlmCall, ...]:
+        return tuple(self._calls)
 
 
 def _as_list(value: object) -> list[Any]:

@@ -1,0 +1,228 @@
+"""``findings.sarif``: a run's findings as SARIF 2.1.0, for GitHub code scanning and IDEs.
+
+Valid against the OASIS schema (a test checks every kind of run), with what GitHub code
+scanning reads beyond it: one rule per finding kind with ``properties.tags``
+(``security``, ``external/cwe/cwe-N``) and ``security-severity``, a ``helpUri`` to the CWE
+page, relative ``%SRCROOT%`` paths, ``partialFingerprints`` that stay the same for the same
+finding across runs, and one ``invocation`` saying whether the run audited everything.
+
+Text is JSON-encoded, never markdown-escaped: SARIF's ``text`` fields are plain text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, metadata
+from typing import Any
+from urllib.parse import quote
+
+from deeprepo import __version__
+from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
+from deeprepo.orchestrator.records import RunResult
+
+__all__ = [
+    "FINGERPRINT_KEY",
+    "INFORMATION_URI",
+    "SARIF_SCHEMA",
+    "fingerprints",
+    "information_uri",
+    "sarif_log",
+]
+
+SARIF_SCHEMA = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+#: Where ``tool.driver.informationUri`` points when the installed package declares no
+#: homepage (``[project.urls]`` in pyproject.toml): the package's name on PyPI.
+INFORMATION_URI = "https://pypi.org/project/deeprepo/"
+
+
+def information_uri() -> str:
+    """The package's declared homepage, else :data:`INFORMATION_URI`."""
+    try:
+        meta = metadata("deeprepo")
+    except PackageNotFoundError:
+        return INFORMATION_URI
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in {"homepage", "home", "documentation", "source"} and url.strip():
+            return str(url).strip()
+    home = [str(h).strip() for h in meta.get_all("Home-page") or []]
+    return home[0] if home and home[0].startswith("http") else INFORMATION_URI
+
+
+#: Our own fingerprint's key; GitHub's upload action adds its ``primaryLocationLineHash``.
+FINGERPRINT_KEY = "deeprepoFindingHash/v1"
+LEVELS = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "info": "note"}
+#: GitHub's ``security-severity`` scale: >= 9.0 critical, 7.0-8.9 high, 4.0-6.9 medium,
+#: 0.1-3.9 low; ``info`` findings get none (GitHub shows them without a security grade).
+SECURITY_SEVERITY = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0"}
+_CWE_NUMBER = re.compile(r"CWE-(\d+)")
+_SPACES = re.compile(r"\s+")
+
+
+def _cwe_number(cwe: str | None) -> str | None:
+    m = _CWE_NUMBER.fullmatch(cwe or "")
+    return m.group(1) if m else None
+
+
+def _line_text(files: Mapping[str, str], path: str, line: int) -> str | None:
+    text = files.get(path)
+    if text is None:
+        return None
+    lines = text.split("\n")
+    return _SPACES.sub(" ", lines[line - 1]).strip() if 1 <= line <= len(lines) else None
+
+
+def fingerprints(findings: Sequence[Finding], files: Mapping[str, str]) -> list[str]:
+    """One stable fingerprint per finding: SHA-256 of its kind, its file and the text of its
+    first line with runs of whitespace collapsed (so it survives lines moving, re-indenting
+    and a rerun that words the title differently), cut to 32 hex digits, then ``:n`` for the
+    n-th finding with the same hash in this run. A line the repository does not have (a
+    finding on a missing file or past the end) is hashed by its number instead."""
+    out: list[str] = []
+    seen: Counter[str] = Counter()
+    for f in findings:
+        text = _line_text(files, f.file, f.start_line)
+        anchor = f"text:{text}" if text is not None else f"line:{f.start_line}"
+        digest = hashlib.sha256("\0".join((f.kind, f.file, anchor)).encode()).hexdigest()[:32]
+        seen[digest] += 1
+        out.append(f"{digest}:{seen[digest]}")
+    return out
+
+
+def _rule(kind: str, group: Sequence[Finding]) -> dict[str, Any]:
+    cwes = sorted({c for f in group if (c := _cwe_number(f.cwe))}, key=int)
+    main = Counter(c for f in group if (c := _cwe_number(f.cwe))).most_common(1)
+    worst = min(
+        (SEVERITIES.index(f.severity) for f in group if f.severity in SEVERITIES), default=2
+    )
+    severity = SEVERITIES[worst]
+    title = f"{kind} (CWE-{main[0][0]})" if main else kind
+    props: dict[str, Any] = {}
+    if cwes:  # a kind without a CWE gets no tag: nothing says what it is
+        # GitHub reads at most 20 tags a rule, and security-severity only with "security".
+        props["tags"] = ["security", *(f"external/cwe/cwe-{c}" for c in cwes)][:20]
+        if severity in SECURITY_SEVERITY:
+            props["security-severity"] = SECURITY_SEVERITY[severity]
+    rule: dict[str, Any] = {
+        "id": kind,
+        "name": "".join(w.capitalize() for w in re.split(r"[^A-Za-z0-9]+", kind)) or "Finding",
+        "shortDescription": {"text": title},
+        "fullDescription": {
+            "text": f"Findings of kind {kind}"
+            + (f", weakness {', '.join('CWE-' + c for c in cwes)}" if cwes else "")
+            + ", reported by a deeprepo run (see its report.md for the models that ran)."
+        },
+        "defaultConfiguration": {"level": LEVELS[severity]},
+    }
+    if props:
+        rule["properties"] = props
+    if main:
+        rule["helpUri"] = f"https://cwe.mitre.org/data/definitions/{main[0][0]}.html"
+    return rule
+
+
+def _message(f: Finding) -> str:
+    text = f.title.strip() or f.kind
+    if f.detail.strip():
+        text += (
+            f". {f.detail.strip()}"
+            if not text.endswith((".", "!", "?"))
+            else f" {f.detail.strip()}"
+        )
+    if f.fix.strip():
+        text += f" Fix: {f.fix.strip()}"
+    return text
+
+
+def _invocation(result: RunResult) -> dict[str, Any]:
+    inv: dict[str, Any] = {
+        "executionSuccessful": result.complete,
+        "properties": {
+            "stopReason": result.stop_reason,
+            "filesAudited": len(result.files_covered),
+            "filesToAudit": result.coverable_files,
+            "unauditedPaths": result.unaudited,
+            "salvaged": result.incomplete,
+        },
+    }
+    if not result.complete:
+        reason = result.incomplete_reason or result.stop_detail or result.stop_reason
+        inv["toolExecutionNotifications"] = [
+            {
+                "descriptor": {"id": "incomplete-run"},
+                "level": "error",
+                "message": {
+                    "text": f"Incomplete run: audited {len(result.files_covered)} of "
+                    f"{result.coverable_files} files: {reason}"
+                },
+            }
+        ]
+    return inv
+
+
+def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
+    """The SARIF log of one run (one ``run`` object); ``files`` is the codebase's text."""
+    findings = sort_by_severity(result.findings)
+    kinds: dict[str, list[Finding]] = {}
+    for f in findings:
+        kinds.setdefault(f.kind, []).append(f)
+    rules = [_rule(kind, group) for kind, group in kinds.items()]
+    index = {kind: i for i, kind in enumerate(kinds)}
+    results = []
+    for f, fp in zip(findings, fingerprints(findings, files), strict=True):
+        results.append(
+            {
+                "ruleId": f.kind,
+                "ruleIndex": index[f.kind],
+                "level": LEVELS.get(f.severity, "warning"),
+                "message": {"text": _message(f)},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {
+                                "uri": quote(f.file, safe="/-._~!$&'()*+,;=:@"),
+                                "uriBaseId": "%SRCROOT%",
+                            },
+                            "region": {"startLine": f.start_line, "endLine": f.end_line},
+                        }
+                    }
+                ],
+                "partialFingerprints": {FINGERPRINT_KEY: fp},
+                "properties": {
+                    "scope": f.scope,
+                    "severity": f.severity,
+                    "cwe": f.cwe,
+                    "title": f.title,
+                },
+            }
+        )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "deeprepo",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "informationUri": information_uri(),
+                        "rules": rules,
+                    }
+                },
+                "invocations": [_invocation(result)],
+                "results": results,
+                "columnKind": "unicodeCodePoints",
+                "properties": {
+                    "rootModel": result.root_model,
+                    "subModel": result.sub_model,
+                    "auditScopes": result.audit_scopes,
+                },
+            }
+        ],
+    }
