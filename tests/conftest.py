@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test runs with no provider key and a private response cache,
-so nothing can reach a real (paid) API or read a developer's cached replies."""
+"""Shared fixtures. Every test runs with no provider key, a private response cache and a
+private data home (the run log), so nothing can reach a real (paid) API, read a developer's
+cached replies or write into their run log."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     cache_dir: Path = tmp_path_factory.mktemp("response-cache")
     monkeypatch.setenv("DEEPREPO_CACHE_DIR", str(cache_dir))
+    # The run log (and anything else under the data home) goes to a private folder.
+    monkeypatch.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home")))
+    monkeypatch.delenv("DEEPREPO_NO_LOG", raising=False)
 
 
 @pytest.fixture

@@ -140,6 +140,7 @@ _OPTION_FIELD = {
     "prices": "prices_file",
     "include_scope": "include_scopes",
     "exclude_scope": "exclude_scopes",
+    "log": "run_log",
 }
 
 
@@ -232,6 +233,13 @@ def analyze_command(
         list[str] | None,
         typer.Option(help="Do not audit files of these scopes (e.g. vendored,generated)."),
     ] = None,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log/--no-log",
+            help="Record the run in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
+        ),
+    ] = True,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -286,6 +294,7 @@ def analyze_command(
         prices_file=prices,
         include_scopes=tuple(include_scope or ()),
         exclude_scopes=tuple(exclude_scope or ()),
+        run_log=log,
     )
     validate(options)
     with RunProgress(err, "analyze") as progress:
@@ -327,6 +336,13 @@ def baseline_command(
     ] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache directory.")] = None,
     prices: Annotated[Path | None, typer.Option(help="JSON price override file.")] = None,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log/--no-log",
+            help="Record the run in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
+        ),
+    ] = True,
 ) -> None:
     """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
     from deeprepo.orchestrator.baseline import BaselineOptions, run_baseline
@@ -343,6 +359,7 @@ def baseline_command(
         cache=cache,
         cache_dir=cache_dir,
         prices_file=prices,
+        run_log=log,
     )
     from deeprepo.orchestrator.analyze import check_dir, check_file
     from deeprepo.providers.prices import PriceTable
