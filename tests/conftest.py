@@ -30,6 +30,16 @@ _SCRUBBED_ENV = (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Set before any module- or session-scoped fixture runs the CLI (function-scoped
+    # monkeypatching comes too late for those): no test writes into the real data home.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home-session")))
+        mp.delenv("DEEPREPO_NO_LOG", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in _SCRUBBED_ENV:

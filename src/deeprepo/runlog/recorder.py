@@ -217,9 +217,12 @@ class RunRecorder:
 
     def _failed(self, exc: BaseException) -> None:
         self.enabled = False
-        what = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        if isinstance(exc, OSError) and exc.strerror:
+            what = f"{exc.strerror}: {exc.filename or self.path}"
+        else:  # sqlite3 errors name no file: the log's own path is the one to look at
+            what = f"{' '.join(str(exc).split()) or type(exc).__name__}: {self.path}"
         warnings.warn(
-            f"run log not written ({what}: {self.path}); the run itself is unaffected. "
+            f"run log not written ({what}); the run itself is unaffected. "
             f"Point DEEPREPO_HOME at a writable folder, or pass --no-log",
             RunLogWarning,
             stacklevel=3,
@@ -264,7 +267,7 @@ class RunRecorder:
                     self.run_id = self._claim(db, row, resumed)
             finally:
                 db.close()
-        except (OSError, sqlite3.Error) as exc:
+        except Exception as exc:
             self._failed(exc)
             return None
         self._row = row
@@ -314,7 +317,7 @@ class RunRecorder:
                     self._store(db, summary, turns, calls, metrics)
             finally:
                 db.close()
-        except (OSError, ValueError, sqlite3.Error) as exc:
+        except Exception as exc:  # whatever it is, the run must not fail on its log
             self._failed(exc)
 
     def _store(
@@ -371,5 +374,5 @@ class RunRecorder:
                     )
             finally:
                 db.close()
-        except (OSError, sqlite3.Error) as err:
+        except Exception as err:
             self._failed(err)
