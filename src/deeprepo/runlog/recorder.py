@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo import __version__
+from deeprepo.report.calls import read_calls
+from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog.db import connect, log_path, write
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
     "RunLogWarning",
     "RunRecorder",
     "logging_disabled",
-    "read_calls",
     "read_turns",
     "run_status",
 ]
@@ -117,25 +118,10 @@ def run_status(metrics: Mapping[str, Any]) -> str:
     return "complete" if metrics.get("complete") else "incomplete"
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    """The whole JSON objects of a JSON-lines file (a torn last line is skipped)."""
-    if not path.is_file():
-        return []
-    rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows
-
-
 def read_turns(run_dir: Path) -> list[dict[str, Any]]:
     """The ``turn`` records of the run's trajectory (those after its last ``start``)."""
-    records = _jsonl(run_dir / "trajectory.jsonl")
+    path = run_dir / "trajectory.jsonl"
+    records = read_trajectory(path) if path.is_file() else []
     starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
     if starts:
         records = records[starts[-1] :]
@@ -144,11 +130,6 @@ def read_turns(run_dir: Path) -> list[dict[str, Any]]:
         if r.get("type") == "turn" and isinstance(r.get("index"), int):
             turns[r["index"]] = r  # a resumed run cannot repeat an index; if it did, last wins
     return [turns[i] for i in sorted(turns)]
-
-
-def read_calls(run_dir: Path) -> list[dict[str, Any]]:
-    """The records of ``calls.jsonl``, in file order (empty when the run wrote none)."""
-    return _jsonl(run_dir / "calls.jsonl")
 
 
 def _turn_row(run_id: str, t: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -309,7 +290,7 @@ class RunRecorder:
             if not isinstance(metrics, dict):
                 raise ValueError(f"{run_dir / 'metrics.json'} is not a JSON object")
             turns = read_turns(run_dir)
-            calls = read_calls(run_dir)
+            calls = read_calls(run_dir / "calls.jsonl")
             summary = {**_summary(metrics), "ended_at": _now()}
             db = connect(self.path)
             try:
