@@ -15,7 +15,7 @@ from rich.text import Text
 from deeprepo.errors import UsageError
 from deeprepo.report.text import console, one_line, visible
 from deeprepo.runlog import find_run, list_runs, log_path, open_log, process_gone, run_record
-from deeprepo.runlog.query import totals_by_model
+from deeprepo.runlog.query import ledger_check
 
 out = Console()
 err = Console(stderr=True)
@@ -282,22 +282,15 @@ def _ledger(usage: list[dict[str, Any]], calls: list[dict[str, Any]], run: dict[
     out.print(f"total cost {_money(run.get('cost_usd'))}", highlight=False)
     if not calls:
         return
-    ledger, summed = totals_by_model(usage), totals_by_model(calls)
-    if ledger == summed:
+    problems = ledger_check(usage, calls)
+    if not problems:
         out.print(
-            "the calls add up to the ledger: tokens and cost per role and model", highlight=False
+            "the calls add up to the ledger: records, tokens and cost per role and model",
+            highlight=False,
         )
         return
-    for key in sorted(set(ledger) | set(summed)):
-        a, b = ledger.get(key), summed.get(key)
-        if a != b:
-            out.print(
-                Text(
-                    f"calls differ from the ledger for {visible(key[0])} {visible(key[1])}: "
-                    f"ledger {a}, calls {b}"
-                ),
-                soft_wrap=True,
-            )
+    for problem in problems:
+        out.print(Text(f"calls differ from the ledger: {visible(problem)}"), soft_wrap=True)
 
 
 @runs_app.command("export")

@@ -15,6 +15,7 @@ from deeprepo.runlog.db import connect, log_path
 
 __all__ = [
     "find_run",
+    "ledger_check",
     "list_runs",
     "open_log",
     "process_gone",
@@ -155,3 +156,38 @@ def totals_by_model(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[st
             continue  # a request that failed without a reply: nobody billed it
         t["cost_usd"] = None if cost is None or t["cost_usd"] is None else t["cost_usd"] + cost
     return totals
+
+
+def ledger_check(usage: list[dict[str, Any]], calls: list[dict[str, Any]]) -> list[str]:
+    """How the call records differ from the ledger, per (role, model); ``[]`` when they agree:
+    as many records as the ledger's ``calls`` plus ``failed_requests``, the same tokens, and
+    the same cost (to 1e-9 USD: the sums are taken in another order)."""
+    problems: list[str] = []
+    ledger, summed = totals_by_model(usage), totals_by_model(calls)
+    counted: dict[tuple[str, str], int] = {}
+    for c in calls:
+        key = (str(c.get("role")), str(c.get("model")))
+        counted[key] = counted.get(key, 0) + 1
+    expected = {
+        (str(u.get("role")), str(u.get("model"))): int(u.get("calls") or 0)
+        + int(u.get("failed_requests") or 0)
+        for u in usage
+    }
+    for key in sorted(set(ledger) | set(summed)):
+        name = f"{key[0]} {key[1]}"
+        if counted.get(key, 0) != expected.get(key, 0):
+            problems.append(
+                f"{name}: {counted.get(key, 0)} call records, the ledger counts {expected.get(key, 0)}"
+            )
+        a, b = ledger.get(key, {}), summed.get(key, {})
+        for k in _TOKENS:
+            if a.get(k, 0) != b.get(k, 0):
+                problems.append(
+                    f"{name}: {k} {b.get(k, 0):,} in the calls, {a.get(k, 0):,} in the ledger"
+                )
+        ca, cb = a.get("cost_usd", 0.0), b.get("cost_usd", 0.0)
+        if (ca is None) != (cb is None) or (
+            ca is not None and cb is not None and abs(ca - cb) > 1e-9
+        ):
+            problems.append(f"{name}: cost {cb} in the calls, {ca} in the ledger")
+    return problems
