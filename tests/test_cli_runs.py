@@ -289,3 +289,34 @@ def test_repository_and_model_text_is_escaped_in_the_console(tmp_path: Path) -> 
         assert shown.returncode == 0, shown.stderr
         assert "\x1b" not in shown.stdout
         assert "evil[bold red]\\x1b[2Jname" in shown.stdout
+
+
+def test_an_evaluation_is_one_run_with_a_row_per_rollout(tmp_path: Path) -> None:
+    home, out = tmp_path / "home", tmp_path / "eval"
+    proc = cli(
+        home, "eval", "-n", "2", "-r", "2", "--generate", "small:seed=3", "--out", str(out), "-q"
+    )
+    assert proc.returncode == 0, proc.stderr
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    (run,) = runs_json(home)
+    assert (run["mode"], run["status"], run["root_model"], run["sub_model"]) == (
+        "eval", "complete", "scripted/expert", "oracle",
+    )  # fmt: skip
+    assert run["turns"] == sum(r["num_turns"] for r in results)
+    assert run["sub_calls"] == sum(r["sub_calls"] for r in results)
+    data = export(home, run["id"])
+    assert [(x["example_id"], x["rollout"], x["reward"]) for x in data["rollouts"]] == sorted(
+        (r["example_id"], r["rollout"], r["reward"]) for r in results
+    )
+    assert data["run"]["metrics"]["summary"] == (out / "summary.txt").read_text()
+    roots = [u for u in data["usage"] if u["role"] == "root"]
+    assert roots[0]["calls"] == run["turns"]
+    assert roots[0]["input_tokens"] == sum(
+        u["input_tokens"] for r in results for u in r["usage"] if u["role"] == "root"
+    )
+    shown = cli(home, "runs", "show", run["id"]).stdout
+    assert "rollouts" in shown and "ledger (summed over the rollouts)" in shown
+    proc = cli(home, "eval", "-n", "1", "-r", "1", "--generate", "small:seed=3", "--out",
+               str(tmp_path / "e2"), "-q", "--no-log")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert len(runs_json(home)) == 1

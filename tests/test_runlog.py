@@ -403,3 +403,18 @@ def test_several_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
         db.close()
     n = processes * runs
     assert counts(path) == {"runs": n, "turns": n * turns, "calls": n * calls, "usage": n * 2}
+
+
+def test_a_log_from_an_older_deeprepo_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    old = sqlite3.connect(path, isolation_level=None)
+    migrate(old, MIGRATIONS[:1])  # as the first release left it, with a run in it
+    old.execute(
+        "INSERT INTO runs (id, mode, status, started_at) VALUES ('a1', 'rlm', 'complete', 'x')"
+    )
+    old.close()
+    db = connect(path)
+    assert applied_migrations(db) == [m.name for m in MIGRATIONS]
+    assert db.execute("SELECT id FROM runs").fetchall()[0][0] == "a1"
+    assert db.execute("SELECT count(*) FROM rollouts").fetchone()[0] == 0
+    db.close()

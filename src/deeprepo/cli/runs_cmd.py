@@ -38,11 +38,10 @@ def _money(v: Any) -> str:
     return "unknown" if v is None else f"${float(v):.4f}"
 
 
-def _when(iso: Any, *, short: bool = False) -> str:
+def _when(iso: Any, *, short: bool = False, seconds: bool = False) -> str:
+    form = "%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
     try:
-        return datetime.fromisoformat(str(iso)).strftime(
-            "%m-%d %H:%M" if short else "%Y-%m-%d %H:%M"
-        )
+        return datetime.fromisoformat(str(iso)).strftime(form)
     except ValueError:
         return visible(iso)
 
@@ -128,7 +127,7 @@ def show_command(
     r["process_gone"] = process_gone(r)
     out.print(
         f"[bold]run {console(r['id'])}[/] · {console(r['mode'])} · {console(_status(r))} · "
-        f"started {console(_when(r['started_at']))} UTC",
+        f"started {console(_when(r['started_at'], seconds=True))} UTC",
         highlight=False,
     )
     repo = visible(r.get("repo") or "")
@@ -152,9 +151,47 @@ def show_command(
         )
         if why:
             out.print(Text(f"why: {one_line(why)}"), soft_wrap=True)
-    _turns_table(record["turns"])
-    _calls_table(record["calls"], calls_shown)
+    if r["mode"] == "eval":
+        _rollouts_table(record["rollouts"])
+    else:
+        _turns_table(record["turns"])
+        _calls_table(record["calls"], calls_shown)
     _ledger(record["usage"], record["calls"], r)
+
+
+def _rollouts_table(rollouts: list[dict[str, Any]]) -> None:
+    if not rollouts:
+        out.print("rollouts: none recorded")
+        return
+    table = Table(
+        title="rollouts", box=None, pad_edge=False, header_style="bold", title_justify="left"
+    )
+    for name in (
+        "example",
+        "rollout",
+        "reward",
+        "turns",
+        "sub-calls",
+        "findings",
+        "stop",
+        "cost",
+        "seconds",
+    ):
+        left = name in ("example", "stop")
+        table.add_column(name, justify="left" if left else "right", overflow="fold")
+    for x in rollouts:
+        table.add_row(
+            _cell(x.get("example_id")),
+            str(int(x.get("rollout") or 0) + 1),
+            f"{float(x.get('reward') or 0):.3f}",
+            _num(x.get("num_turns")),
+            _num(x.get("sub_calls")),
+            _num(x.get("findings")),
+            _cell(x.get("stop_condition")),
+            _money(x.get("cost_usd")),
+            f"{float(x.get('seconds') or 0):.1f}",
+        )
+    out.print(table)
 
 
 def _turns_table(turns: list[dict[str, Any]]) -> None:
@@ -244,7 +281,9 @@ def _ledger(usage: list[dict[str, Any]], calls: list[dict[str, Any]], run: dict[
         out.print("ledger: none recorded (the run has not ended, or wrote no metrics.json)")
         return
     table = Table(
-        title="ledger (metrics.json usage)",
+        title="ledger (summed over the rollouts)"
+        if run["mode"] == "eval"
+        else "ledger (metrics.json usage)",
         box=None,
         pad_edge=False,
         header_style="bold",

@@ -153,8 +153,34 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def _m002_eval_rollouts(db: sqlite3.Connection) -> None:
+    # ``deeprepo eval`` runs (mode ``eval``): one row per rollout, from results.jsonl.
+    db.execute(
+        """CREATE TABLE rollouts (
+            run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+            example_id TEXT NOT NULL,
+            rollout INTEGER NOT NULL,
+            reward REAL,
+            parts TEXT,
+            num_turns INTEGER,
+            stop_condition TEXT,
+            stop_reason TEXT,
+            sub_calls INTEGER,
+            findings INTEGER,
+            input_tokens INTEGER,
+            output_tokens INTEGER,
+            cost_usd REAL,
+            seconds REAL,
+            PRIMARY KEY (run_id, example_id, rollout)
+        )"""
+    )
+
+
 #: Every migration, in the order applied. Append only: never edit or reorder a released one.
-MIGRATIONS: tuple[Migration, ...] = (Migration("m001_initial", _m001_initial),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("m001_initial", _m001_initial),
+    Migration("m002_eval_rollouts", _m002_eval_rollouts),
+)
 
 
 def data_home(env: Mapping[str, str] | None = None) -> Path:

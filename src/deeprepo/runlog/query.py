@@ -112,7 +112,7 @@ def find_run(db: sqlite3.Connection | None, ref: str) -> dict[str, Any]:
 
 def run_record(db: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     """One run whole: ``run`` (with ``metrics`` as an object), ``usage`` (its ledger),
-    ``turns`` and ``calls``, as JSON-able data."""
+    ``turns`` and ``calls`` (analyze, baseline) or ``rollouts`` (eval), as JSON-able data."""
     row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
     if row is None:
         raise UsageError(f"no run {run_id!r} in the run log")
@@ -136,10 +136,18 @@ def run_record(db: sqlite3.Connection, run_id: str) -> dict[str, Any]:
             "SELECT * FROM usage WHERE run_id = ? ORDER BY role DESC, model", (run_id,)
         )
     ]
-    for part in (turns, calls, usage):
+    rollouts = [
+        _plain(r)
+        for r in db.execute(
+            "SELECT * FROM rollouts WHERE run_id = ? ORDER BY example_id, rollout", (run_id,)
+        )
+    ]
+    for r in rollouts:
+        r["parts"] = json.loads(r["parts"] or "{}")
+    for part in (turns, calls, usage, rollouts):
         for item in part:
             item.pop("run_id", None)
-    return {"run": run, "usage": usage, "turns": turns, "calls": calls}
+    return {"run": run, "usage": usage, "turns": turns, "calls": calls, "rollouts": rollouts}
 
 
 def totals_by_model(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:

@@ -90,6 +90,21 @@ _USAGE_COLUMNS = (
     "cache_write_tokens",
     "cost_usd",
 )
+_ROLLOUT_COLUMNS = (
+    "example_id",
+    "rollout",
+    "reward",
+    "parts",
+    "num_turns",
+    "stop_condition",
+    "stop_reason",
+    "sub_calls",
+    "findings",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "seconds",
+)
 _TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
@@ -144,6 +159,23 @@ def _call_row(run_id: str, n: int, c: Mapping[str, Any]) -> tuple[Any, ...]:
     for flag in ("cached", "truncated"):
         values[flag] = int(bool(values.get(flag)))
     return (run_id, *(values.get(col) for col in _CALL_COLUMNS))
+
+
+def _eval_status(rollouts: int, failed: int) -> str:
+    """An evaluation is complete when every rollout ran; failed when none did."""
+    if rollouts and failed == rollouts:
+        return "failed"
+    return "incomplete" if failed or not rollouts else "complete"
+
+
+def _rollout_row(run_id: str | None, r: Mapping[str, Any]) -> tuple[Any, ...]:
+    values = dict(
+        r,
+        parts=json.dumps(r.get("parts") or {}),
+        cost_usd=r.get("total_cost_usd"),
+        seconds=r.get("generation_seconds"),
+    )
+    return (run_id, *(values.get(c) for c in _ROLLOUT_COLUMNS))
 
 
 def _insert(table: str, columns: tuple[str, ...]) -> str:
@@ -330,6 +362,78 @@ class RunRecorder:
         db.executemany(
             _insert("usage", _USAGE_COLUMNS),
             ((run_id, *(u.get(c) for c in _USAGE_COLUMNS)) for u in usage),
+        )
+
+    def finish_eval(self, out_dir: Path, wall_seconds: float) -> None:
+        """Copy a finished ``deeprepo eval`` from ``out_dir/results.jsonl``: one row per
+        rollout, the summed ledger of every rollout, and the run's totals."""
+        if not self.enabled or self.run_id is None:
+            return
+        try:
+            from deeprepo.evals.results import load_results
+            from deeprepo.evals.runner import rollout_failed
+
+            loaded = load_results(Path(out_dir) / "results.jsonl")
+            failed = sum(rollout_failed(r) for r in loaded)
+            results = [r.to_dict() for r in loaded]
+            summary_path = Path(out_dir) / "summary.txt"
+            summary = summary_path.read_text("utf-8") if summary_path.is_file() else ""
+            db = connect(self.path)
+            try:
+                with write(db):
+                    self._store_eval(db, results, failed, summary, wall_seconds)
+            finally:
+                db.close()
+        except Exception as exc:
+            self._failed(exc)
+
+    def _store_eval(
+        self,
+        db: sqlite3.Connection,
+        results: list[dict[str, Any]],
+        failed: int,
+        summary: str,
+        wall_seconds: float,
+    ) -> None:
+        run_id = self.run_id
+        usage: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in results:
+            for u in r.get("usage") or []:
+                row = usage.setdefault(
+                    (str(u.get("role")), str(u.get("model"))),
+                    {c: 0 for c in _USAGE_COLUMNS[2:]},
+                )
+                for c in _USAGE_COLUMNS[2:]:
+                    if c == "cost_usd":
+                        priced = row[c] is not None and u.get(c) is not None
+                        row[c] = row[c] + u[c] if priced else None
+                    else:
+                        row[c] += int(u.get(c) or 0)
+        costs = [r.get("total_cost_usd") for r in results]
+        known = [float(c) for c in costs if c is not None]
+        values = {
+            "status": _eval_status(len(results), failed),
+            "ended_at": _now(),
+            "stop_reason": "error" if failed else "done",
+            "stop_detail": f"{failed} of {len(results)} rollouts failed" if failed else "",
+            "turns": sum(int(r.get("num_turns") or 0) for r in results),
+            "sub_calls": sum(int(r.get("sub_calls") or 0) for r in results),
+            "findings": sum(int(r.get("findings") or 0) for r in results),
+            **{k: sum(int(u[k]) for u in usage.values()) for k in _TOKENS},
+            "cost_usd": sum(known) if len(known) == len(costs) else None,
+            "wall_seconds": round(wall_seconds, 3),
+            "metrics": json.dumps({"rollouts": len(results), "failed": failed, "summary": summary}),
+        }
+        sets = ", ".join(f"{k} = ?" for k in values)
+        db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*values.values(), run_id))
+        for table in ("rollouts", "usage"):
+            db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        db.executemany(
+            _insert("rollouts", _ROLLOUT_COLUMNS), (_rollout_row(run_id, r) for r in results)
+        )
+        db.executemany(
+            _insert("usage", _USAGE_COLUMNS),
+            ((run_id, role, model, *row.values()) for (role, model), row in usage.items()),
         )
 
     def abort(self, exc: BaseException) -> None:
