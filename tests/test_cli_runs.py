@@ -320,3 +320,13 @@ def test_an_evaluation_is_one_run_with_a_row_per_rollout(tmp_path: Path) -> None
                str(tmp_path / "e2"), "-q", "--no-log")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert len(runs_json(home)) == 1
+
+
+def test_a_corrupt_log_is_one_line_and_exit_code_1(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "runs.sqlite").write_text("not a database, whatever its name says\n" * 10)
+    proc = cli(home, "runs", "list")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: the run log ") and "move it aside" in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from deeprepo.errors import UsageError
+from deeprepo.errors import DeeprepoError, UsageError
 from deeprepo.report.text import console, one_line, visible
 from deeprepo.runlog import find_run, list_runs, log_path, open_log, process_gone, run_record
 from deeprepo.runlog.query import ledger_check
@@ -65,7 +66,7 @@ def list_command(
 ) -> None:
     """The logged runs, newest first: id, when, repo, models, status, turns, sub-calls,
     findings, cost."""
-    db = open_log()
+    db = _open()
     runs: list[dict[str, Any]] = []
     if db is not None:
         try:
@@ -350,8 +351,19 @@ def export_command(
     err.print(f"wrote {console(output)}", highlight=False)
 
 
+def _open() -> sqlite3.Connection | None:
+    """The log, or None when there is none yet; an unreadable one is one line, exit 1."""
+    try:
+        return open_log()
+    except (OSError, sqlite3.Error) as exc:
+        raise DeeprepoError(
+            f"the run log {log_path()} cannot be read ({exc}); move it aside to start a new "
+            "one, or point DEEPREPO_HOME elsewhere"
+        ) from None
+
+
 def _load(ref: str) -> dict[str, Any]:
-    db = open_log()
+    db = _open()
     try:
         found = find_run(db, ref)
         assert db is not None  # find_run raised otherwise
