@@ -97,6 +97,10 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        # No run is logged in the test's home: a RUN is refused whatever the options say.
+        "runs list": ([], []),
+        "runs show": (["0123456789ab"], []),
+        "runs export": (["0123456789ab"], []),
     }[command]
 
 

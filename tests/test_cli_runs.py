@@ -121,7 +121,7 @@ def test_an_offline_run_is_logged_listed_shown_and_exported(tmp_path: Path) -> N
     assert f"run {run['id']} · rlm · complete" in shown.stdout
     assert "the calls add up to the ledger" in shown.stdout
 
-    target = tmp_path / "export.json"
+    target = tmp_path / "exports" / "run.json"  # the folder is created
     proc = cli(home, "runs", "export", str(out), "-o", str(target))
     assert proc.returncode == 0, proc.stderr
     data = json.loads(target.read_text())

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from deeprepo.errors import DeeprepoError, UsageError
+from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.text import console, one_line, visible
 from deeprepo.runlog import find_run, list_runs, log_path, open_log, process_gone, run_record
 from deeprepo.runlog.query import ledger_check
@@ -341,12 +342,15 @@ def export_command(
     ] = None,
 ) -> None:
     """A run, its ledger, turns and LLM calls as one JSON object."""
-    if output is not None and output.is_dir():
-        raise UsageError(f"-o {output} is a directory; give a file name")
+    if output is not None:
+        if output.is_dir():
+            raise UsageError(f"-o {output} is a directory; give a file name")
+        check_out_dir(output.parent, "-o")  # created below if missing; refused if it cannot be
     text = json.dumps(_load(run), indent=2) + "\n"
     if output is None:
         typer.echo(text, nl=False)
         return
+    make_out_dir(output.parent, "-o")
     output.write_text(text, encoding="utf-8")
     err.print(f"wrote {console(output)}", highlight=False)
 
