@@ -32,7 +32,9 @@ runs_app = typer.Typer(
 
 RunRef = Annotated[
     str,
-    typer.Argument(help="A run id, a unique prefix of one, or the run's output folder."),
+    typer.Argument(
+        metavar="RUN", help="A run id, a unique prefix of one, or the run's output folder."
+    ),
 ]
 
 
@@ -65,8 +67,7 @@ def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show this many runs.")] = 20,
     json_out: Annotated[bool, typer.Option("--json", help="Print the runs as JSON.")] = False,
 ) -> None:
-    """The logged runs, newest first: id, when, repo, models, status, turns, sub-calls,
-    findings, cost."""
+    """The logged runs, newest first: id, when, repo, models, status, turns, sub-calls, findings, cost."""
     db = _open()
     runs: list[dict[str, Any]] = []
     if db is not None:
@@ -122,8 +123,7 @@ def show_command(
         int, typer.Option("--calls", min=0, help="Show at most this many LLM calls.")
     ] = 200,
 ) -> None:
-    """A run: its turns (tokens, cost, seconds), its LLM calls (role, model, tokens, cost,
-    latency) and its ledger, with the check that the calls add up to it."""
+    """A run's turns, LLM calls (role, model, tokens, cost, latency) and ledger, checked against each other."""
     record = _load(run)
     r = record["run"]
     r["process_gone"] = process_gone(r)
