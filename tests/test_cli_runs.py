@@ -99,6 +99,7 @@ def test_an_offline_run_is_logged_listed_shown_and_exported(tmp_path: Path) -> N
     metrics = json.loads((out / "metrics.json").read_text())
 
     (run,) = runs_json(home)
+    assert f"Run log: {run['id']} (deeprepo runs show {run['id']})" in proc.stdout
     assert run["mode"] == "rlm" and run["status"] == "complete" and run["process_gone"] is False
     assert run["out_dir"] == str(out) and run["repo"] == str(EXAMPLE)
     assert (run["root_model"], run["sub_model"], run["offline"]) == (
@@ -212,6 +213,7 @@ def test_a_baseline_run_is_logged(server: LoopbackServer, tmp_path: Path) -> Non
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = export(home, str(out))
+    assert f"Run log: {data['run']['id']}" in proc.stdout
     assert data["run"]["mode"] == "baseline" and data["run"]["status"] == "complete"
     assert data["run"]["cost_usd"] == pytest.approx((4000 * 2.0 + 500 * 8.0) / 1e6)
     assert len(data["turns"]) == 1 and len(data["calls"]) == 1
@@ -230,6 +232,7 @@ def test_a_log_that_cannot_be_written_is_one_warning_and_changes_nothing(tmp_pat
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "run log not written" in warnings[0], proc.stderr
+    assert "Run log:" not in proc.stdout
     assert (unlogged / "findings.json").read_text() == (logged / "findings.json").read_text()
     for name in ("complete", "turns", "sub_calls", "findings", "files_covered"):
         assert (

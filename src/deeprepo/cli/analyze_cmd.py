@@ -87,6 +87,8 @@ def render_summary(handle: RunHandle) -> None:
     for note in r.notes:
         out.print(f"[yellow]note[/]: {console(note)}", highlight=False)
     out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
+    if handle.run_id is not None:
+        out.print(f"Run log: {handle.run_id} (deeprepo runs show {handle.run_id})", highlight=False)
 
 
 def _findings_table(findings: list[Finding], limit: int = 15) -> None:

@@ -9,7 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,7 @@ class RunHandle:
     codebase: Codebase
     out_dir: Path
     offline: bool
+    run_id: str | None = None  # the run's id in the run log, when it was logged
 
 
 def at_least(flag: str, value: float | None, minimum: float, *, strict: bool = False) -> None:
@@ -219,8 +220,7 @@ async def analyze(
     except BaseException as exc:
         recorder.abort(exc)
         raise
-    recorder.finish(handle.out_dir)
-    return handle
+    return replace(handle, run_id=recorder.finish(handle.out_dir))
 
 
 async def _analyze(

@@ -182,8 +182,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     except BaseException as exc:
         recorder.abort(exc)
         raise
-    recorder.finish(handle.out_dir)
-    return handle
+    return replace(handle, run_id=recorder.finish(handle.out_dir))
 
 
 async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunHandle:

@@ -312,10 +312,11 @@ class RunRecorder:
         )
         return run_id
 
-    def finish(self, out_dir: Path) -> None:
-        """Copy the finished run's records from ``out_dir`` into the log, in one transaction."""
+    def finish(self, out_dir: Path) -> str | None:
+        """Copy the finished run's records from ``out_dir`` into the log, in one transaction;
+        returns the run's id, or None when the run is not (fully) in the log."""
         if not self.enabled or self.run_id is None:
-            return
+            return None
         run_dir = Path(out_dir)
         try:
             metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
@@ -332,6 +333,8 @@ class RunRecorder:
                 db.close()
         except Exception as exc:  # whatever it is, the run must not fail on its log
             self._failed(exc)
+            return None
+        return self.run_id
 
     def _store(
         self,
