@@ -1,5 +1,6 @@
-"""Shared fixtures. Every test runs with no provider key and a private response cache,
-so nothing can reach a real (paid) API or read a developer's cached replies."""
+"""Shared fixtures. Every test runs with no provider key, a private response cache and a
+private data home (the run log), so nothing can reach a real (paid) API, read a developer's
+cached replies or write into their run log."""
 
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ _SCRUBBED_ENV = (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    # Set before any module- or session-scoped fixture runs the CLI (function-scoped
+    # monkeypatching comes too late for those): no test writes into the real data home.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home-session")))
+        mp.delenv("DEEPREPO_NO_LOG", raising=False)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in _SCRUBBED_ENV:
@@ -37,6 +48,9 @@ def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     cache_dir: Path = tmp_path_factory.mktemp("response-cache")
     monkeypatch.setenv("DEEPREPO_CACHE_DIR", str(cache_dir))
+    # The run log (and anything else under the data home) goes to a private folder.
+    monkeypatch.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home")))
+    monkeypatch.delenv("DEEPREPO_NO_LOG", raising=False)
 
 
 @pytest.fixture

@@ -87,6 +87,8 @@ def render_summary(handle: RunHandle) -> None:
     for note in r.notes:
         out.print(f"[yellow]note[/]: {console(note)}", highlight=False)
     out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
+    if handle.run_id is not None:
+        out.print(f"Run log: {handle.run_id} (deeprepo runs show {handle.run_id})", highlight=False)
 
 
 def _findings_table(findings: list[Finding], limit: int = 15) -> None:
@@ -140,6 +142,7 @@ _OPTION_FIELD = {
     "prices": "prices_file",
     "include_scope": "include_scopes",
     "exclude_scope": "exclude_scopes",
+    "log": "run_log",
 }
 
 
@@ -232,6 +235,13 @@ def analyze_command(
         list[str] | None,
         typer.Option(help="Do not audit files of these scopes (e.g. vendored,generated)."),
     ] = None,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log/--no-log",
+            help="Record the run in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
+        ),
+    ] = True,
     resume: Annotated[
         Path | None,
         typer.Option(
@@ -287,6 +297,7 @@ def analyze_command(
         prices_file=prices,
         include_scopes=tuple(include_scope or ()),
         exclude_scopes=tuple(exclude_scope or ()),
+        run_log=log,
     )
     validate(options)
     with RunProgress(err, "analyze") as progress:
@@ -328,6 +339,13 @@ def baseline_command(
     ] = True,
     cache_dir: Annotated[Path | None, typer.Option(help="Response cache directory.")] = None,
     prices: Annotated[Path | None, typer.Option(help="JSON price override file.")] = None,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log/--no-log",
+            help="Record the run in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
+        ),
+    ] = True,
 ) -> None:
     """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
     from deeprepo.orchestrator.baseline import BaselineOptions, run_baseline
@@ -344,6 +362,7 @@ def baseline_command(
         cache=cache,
         cache_dir=cache_dir,
         prices_file=prices,
+        run_log=log,
     )
     from deeprepo.orchestrator.analyze import check_dir, check_file
     from deeprepo.providers.prices import PriceTable

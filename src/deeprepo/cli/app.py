@@ -63,6 +63,9 @@ def _register() -> None:
         except ModuleNotFoundError:
             continue
         app.command(name)(getattr(mod, attr))
+    from deeprepo.cli.runs_cmd import runs_app
+
+    app.add_typer(runs_app, name="runs", help="The run log: list, show and export past runs.")
     try:
         from deeprepo.cli.export_cmd import export_app
     except ModuleNotFoundError:

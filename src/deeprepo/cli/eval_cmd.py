@@ -90,6 +90,13 @@ def eval_command(
     ] = None,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap or process.")] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
+    log: Annotated[
+        bool,
+        typer.Option(
+            "--log/--no-log",
+            help="Record the evaluation in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
+        ),
+    ] = True,
 ) -> None:
     """Evaluate a root model: N examples x R rollouts, the reward summary and results.jsonl."""
     if weights is not None and not weights.is_file():
@@ -112,6 +119,7 @@ def eval_command(
         timeout_s=timeout,
         sandbox=sandbox,
         weights=_load_weights(weights),
+        run_log=log,
     )
     done = 0
 

@@ -34,6 +34,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
+from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 from deeprepo.sandbox.pool import KernelPool
@@ -67,6 +68,7 @@ class EvalOptions:
     kernel_pool: int = 0  # warm kernels kept ready (0: each rollout starts its own)
     weights: RewardWeights | None = None
     prices_file: Path | None = None
+    run_log: bool = True  # record the evaluation in the run log (``deeprepo runs``); --no-log
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -174,7 +176,26 @@ def header_lines(options: EvalOptions, n_examples: int) -> list[tuple[str, str]]
 async def run_eval(
     options: EvalOptions, on_result: Callable[[RolloutResult], None] | None = None
 ) -> EvalRun:
-    """Run the evaluation, write ``results.jsonl`` and ``summary.txt``, return the figures."""
+    """Run the evaluation, write ``results.jsonl`` and ``summary.txt``, return the figures.
+
+    The evaluation is one run of the run log (mode ``eval``, one row per rollout) unless
+    ``options.run_log`` is off; a failure to write the log is only a warning."""
+    recorder = RunRecorder(options.env, enabled=options.run_log)
+    started = time.monotonic()
+    try:
+        run = await _run_eval(options, on_result, recorder)
+    except BaseException as exc:
+        recorder.abort(exc)
+        raise
+    recorder.finish_eval(run.out_dir, time.monotonic() - started)
+    return run
+
+
+async def _run_eval(
+    options: EvalOptions,
+    on_result: Callable[[RolloutResult], None] | None,
+    recorder: RunRecorder,
+) -> EvalRun:
     validate(options)
     tasks = select_tasks(options)
     root_spec = parse_model_spec(options.model, options.base_url)
@@ -183,6 +204,16 @@ async def run_eval(
     make_out_dir(out_dir)
     results_path = out_dir / RESULTS_FILENAME
     results_path.write_text("", "utf-8")
+    recorder.start(
+        mode="eval",
+        out_dir=out_dir,
+        repo=str(options.tasks_dir.absolute())
+        if options.tasks_dir
+        else f"generate:{options.generate}",
+        root_model=root_spec.name,
+        sub_model=options.sub,
+        offline=root_spec.is_builtin and parse_model_spec(options.sub).is_builtin,
+    )
     weights = options.weights or RewardWeights()
     (out_dir / "eval.json").write_text(
         json.dumps({**describe(options), "reward_weights": weights.to_dict()}, indent=2) + "\n",

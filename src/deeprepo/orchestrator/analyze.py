@@ -9,7 +9,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
+from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root
 from deeprepo.textsafe import escape_name
@@ -74,6 +75,7 @@ class AnalyzeOptions:
     prices_file: Path | None = None
     include_scopes: tuple[str, ...] = ()  # audit only these scopes (default: all but docs)
     exclude_scopes: tuple[str, ...] = ()  # and not these
+    run_log: bool = True  # record the run in the run log (``deeprepo runs``); --no-log
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -83,6 +85,7 @@ class RunHandle:
     codebase: Codebase
     out_dir: Path
     offline: bool
+    run_id: str | None = None  # the run's id in the run log, when it was logged
 
 
 def at_least(flag: str, value: float | None, minimum: float, *, strict: bool = False) -> None:
@@ -207,7 +210,25 @@ async def analyze(
     With ``saved`` (see :func:`deeprepo.orchestrator.resume.resume`) the run in
     ``options.out_dir`` is continued instead: its turns are replayed, its spend
     carried over, and the trajectory appended to.
+
+    The run is recorded in the run log (``deeprepo.runlog``) unless ``options.run_log``
+    is off; a failure to write the log is a warning, never the run's failure.
     """
+    recorder = RunRecorder(options.env, enabled=options.run_log)
+    try:
+        handle = await _analyze(options, on_event, saved, recorder)
+    except BaseException as exc:
+        recorder.abort(exc)
+        raise
+    return replace(handle, run_id=recorder.finish(handle.out_dir))
+
+
+async def _analyze(
+    options: AnalyzeOptions,
+    on_event: EventSink | None,
+    saved: SavedRun | None,
+    recorder: RunRecorder,
+) -> RunHandle:
     validate(options)
     root_spec, sub_spec = resolve_specs(options)
     codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
@@ -354,6 +375,16 @@ async def analyze(
                 replayed_turns=len(saved.turns),
                 options=options_record(options, root_spec, sub_spec, cache),
             )
+        recorder.start(
+            mode="rlm",
+            out_dir=out_dir,
+            repo=os.path.abspath(options.path),
+            rev=options.rev,
+            root_model=root_spec.name,
+            sub_model=sub_spec.name,
+            offline=offline,
+            resumed=saved is not None,
+        )
         try:
             result = await episode.run()
         finally:

@@ -40,6 +40,7 @@ from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
+from deeprepo.runlog.recorder import RunRecorder
 
 DEFAULT_CONTEXT_TOKENS = 128_000
 OUTPUT_RESERVE_TOKENS = 8_192
@@ -108,6 +109,7 @@ class BaselineOptions:
     cache: bool = True
     cache_dir: Path | None = None
     prices_file: Path | None = None
+    run_log: bool = True  # record the run in the run log (``deeprepo runs``); --no-log
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -173,6 +175,18 @@ def parse_baseline_findings(reply: str, known_files: set[str]) -> list[Finding]:
 
 
 async def run_baseline(options: BaselineOptions) -> RunHandle:
+    """One call with as much of the codebase as fits; the run is recorded in the run log
+    unless ``options.run_log`` is off (a failure to write it is only a warning)."""
+    recorder = RunRecorder(options.env, enabled=options.run_log)
+    try:
+        handle = await _run_baseline(options, recorder)
+    except BaseException as exc:
+        recorder.abort(exc)
+        raise
+    return replace(handle, run_id=recorder.finish(handle.out_dir))
+
+
+async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunHandle:
     spec = parse_model_spec(options.model, options.base_url)
     if options.context_tokens is not None and options.context_tokens < 1000:
         raise UsageError("--context-tokens must be at least 1000")
@@ -208,6 +222,15 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
     call_log = CallLog(out_dir / "calls.jsonl")
     model.on_call = call_log
+    recorder.start(
+        mode="baseline",
+        out_dir=out_dir,
+        repo=os.path.abspath(options.path),
+        rev=options.rev,
+        root_model=spec.name,
+        sub_model="none",
+        offline=spec.is_builtin,
+    )
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
     completed = False  # the model answered the call (its reply may still be empty)

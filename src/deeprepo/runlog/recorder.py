@@ -1,0 +1,466 @@
+"""Writing runs into the log: a row when a run starts, everything else when it ends.
+
+The row written at the start (status ``running``) is what survives a crash; at the end
+the run's own records are read back from its folder (``metrics.json``, the ``turn``
+records of ``trajectory.jsonl``, ``calls.jsonl``) and copied in one transaction, so the
+log holds exactly what the run wrote and never a second account of it.
+
+Logging is a by-product: :class:`RunRecorder` never raises. The first failure (a
+read-only home, a full disk, a locked file past the timeout) becomes one
+:class:`RunLogWarning` and turns the recorder off for the rest of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import warnings
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from deeprepo import __version__
+from deeprepo.report.calls import read_calls
+from deeprepo.report.trajectory import read_trajectory
+from deeprepo.runlog.db import connect, log_path, write
+
+__all__ = [
+    "NO_LOG_ENV",
+    "RunLogWarning",
+    "RunRecorder",
+    "logging_disabled",
+    "read_turns",
+    "run_status",
+]
+
+NO_LOG_ENV = "DEEPREPO_NO_LOG"
+
+_TURN_COLUMNS = (
+    "idx",
+    "reply",
+    "code_blocks",
+    "output",
+    "error",
+    "sub_calls",
+    "findings_added",
+    "answer_ready",
+    "final_turn",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "seconds",
+)
+_CALL_COLUMNS = (
+    "n",
+    "seq",
+    "turn",
+    "t",
+    "role",
+    "model",
+    "system",
+    "prompt",
+    "response",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "latency_s",
+    "cached",
+    "error",
+    "finish_reason",
+    "truncated",
+)
+_USAGE_COLUMNS = (
+    "role",
+    "model",
+    "calls",
+    "cached_calls",
+    "failed_calls",
+    "failed_requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+)
+_ROLLOUT_COLUMNS = (
+    "example_id",
+    "rollout",
+    "reward",
+    "parts",
+    "num_turns",
+    "stop_condition",
+    "stop_reason",
+    "sub_calls",
+    "findings",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "seconds",
+)
+_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
+
+
+class RunLogWarning(UserWarning):
+    """The run log could not be written; the run itself is unaffected."""
+
+
+def logging_disabled(env: Mapping[str, str]) -> bool:
+    """``DEEPREPO_NO_LOG`` set to anything but empty, ``0``, ``false`` or ``no``."""
+    return env.get(NO_LOG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def run_status(metrics: Mapping[str, Any]) -> str:
+    """``complete``, ``incomplete``, ``failed`` or ``interrupted``, by the rule of the exit
+    code (``cli.exits.for_result``): a run whose every worker call failed analysed nothing."""
+    stop = metrics.get("stop_reason")
+    if stop == "interrupted":
+        return "interrupted"
+    answered, failed = int(metrics.get("sub_calls") or 0), int(metrics.get("sub_calls_failed") or 0)
+    if stop == "error" or (answered == 0 and failed > 0):
+        return "failed"
+    return "complete" if metrics.get("complete") else "incomplete"
+
+
+def read_turns(run_dir: Path) -> list[dict[str, Any]]:
+    """The ``turn`` records of the run's trajectory (those after its last ``start``)."""
+    path = run_dir / "trajectory.jsonl"
+    records = read_trajectory(path) if path.is_file() else []
+    starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
+    if starts:
+        records = records[starts[-1] :]
+    turns: dict[int, dict[str, Any]] = {}
+    for r in records:
+        if r.get("type") == "turn" and isinstance(r.get("index"), int):
+            turns[r["index"]] = r  # a resumed run cannot repeat an index; if it did, last wins
+    return [turns[i] for i in sorted(turns)]
+
+
+def _turn_row(run_id: str, t: Mapping[str, Any]) -> tuple[Any, ...]:
+    values = dict(t, idx=t.get("index"), code_blocks=json.dumps(t.get("code_blocks") or []))
+    for flag in ("answer_ready", "final_turn"):
+        values[flag] = int(bool(values.get(flag)))
+    return (run_id, *(values.get(c) for c in _TURN_COLUMNS))
+
+
+def _call_row(run_id: str, n: int, c: Mapping[str, Any]) -> tuple[Any, ...]:
+    values = dict(c, n=n)
+    for flag in ("cached", "truncated"):
+        values[flag] = int(bool(values.get(flag)))
+    return (run_id, *(values.get(col) for col in _CALL_COLUMNS))
+
+
+def _eval_status(rollouts: int, failed: int) -> str:
+    """An evaluation is complete when every rollout ran; failed when none did."""
+    if rollouts and failed == rollouts:
+        return "failed"
+    return "incomplete" if failed or not rollouts else "complete"
+
+
+def _rollout_row(run_id: str | None, r: Mapping[str, Any]) -> tuple[Any, ...]:
+    values = dict(
+        r,
+        parts=json.dumps(r.get("parts") or {}),
+        cost_usd=r.get("total_cost_usd"),
+        seconds=r.get("generation_seconds"),
+    )
+    return (run_id, *(values.get(c) for c in _ROLLOUT_COLUMNS))
+
+
+def _insert(table: str, columns: tuple[str, ...]) -> str:
+    names = ", ".join(("run_id", *columns))
+    marks = ", ".join("?" * (len(columns) + 1))
+    return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})"
+
+
+def _summary(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``runs`` columns that come from ``metrics.json``."""
+    usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
+    return {
+        "status": run_status(metrics),
+        "stop_reason": metrics.get("stop_reason"),
+        "stop_detail": metrics.get("stop_detail"),
+        "incomplete_reason": metrics.get("incomplete_reason"),
+        "turns": metrics.get("turns"),
+        "sub_calls": metrics.get("sub_calls"),
+        "sub_calls_refused": metrics.get("sub_calls_refused"),
+        "sub_calls_failed": metrics.get("sub_calls_failed"),
+        "findings": metrics.get("findings"),
+        "findings_headline": metrics.get("findings_headline"),
+        "files_audited": metrics.get("files_covered"),
+        "files_to_audit": metrics.get("coverable_files"),
+        **{k: sum(int(u.get(k) or 0) for u in usage) for k in _TOKENS},
+        "cost_usd": metrics.get("total_cost_usd"),
+        "wall_seconds": metrics.get("wall_seconds"),
+        "root_model": metrics.get("root_model"),
+        "sub_model": metrics.get("sub_model"),
+        "offline": None if metrics.get("offline") is None else int(bool(metrics["offline"])),
+        "metrics": json.dumps(metrics, ensure_ascii=False),
+    }
+
+
+class RunRecorder:
+    """Logs one run: :meth:`start` when it begins, :meth:`finish` (or :meth:`abort`) at the end.
+
+    ``enabled=False`` (``--no-log``) or ``DEEPREPO_NO_LOG=1`` in ``env`` makes every method
+    a no-op. No method raises: a failure is one warning and the recorder stops.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None, *, enabled: bool = True) -> None:
+        env = os.environ if env is None else env
+        self.enabled = enabled and not logging_disabled(env)
+        self._env = dict(env)
+        self.run_id: str | None = None
+        self._row: dict[str, Any] = {}
+
+    @property
+    def path(self) -> Path:
+        return log_path(self._env)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.enabled = False
+        if isinstance(exc, OSError) and exc.strerror:
+            what = f"{exc.strerror}: {exc.filename or self.path}"
+        else:  # sqlite3 errors name no file: the log's own path is the one to look at
+            what = f"{' '.join(str(exc).split()) or type(exc).__name__}: {self.path}"
+        warnings.warn(
+            f"run log not written ({what}); the run itself is unaffected. "
+            f"Point DEEPREPO_HOME at a writable folder, or pass --no-log",
+            RunLogWarning,
+            stacklevel=3,
+        )
+
+    def start(
+        self,
+        *,
+        mode: str,
+        out_dir: Path,
+        repo: str | None,
+        rev: str | None = None,
+        root_model: str | None = None,
+        sub_model: str | None = None,
+        offline: bool | None = None,
+        resumed: bool = False,
+    ) -> str | None:
+        """Write the run's row with status ``running``; returns its id (None when off).
+
+        A resumed run (``resumed``) takes over the newest row of the same folder, if any."""
+        if not self.enabled:
+            return None
+        out = str(Path(out_dir).absolute())
+        row = {
+            "mode": mode,
+            "status": "running",
+            "started_at": _now(),
+            "repo": repo,
+            "rev": rev,
+            "out_dir": out,
+            "root_model": root_model,
+            "sub_model": sub_model,
+            "offline": None if offline is None else int(offline),
+            "deeprepo_version": __version__,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+        try:
+            db = connect(self.path)
+            try:
+                with write(db):
+                    self.run_id = self._claim(db, row, resumed)
+            finally:
+                db.close()
+        except Exception as exc:
+            self._failed(exc)
+            return None
+        self._row = row
+        return self.run_id
+
+    def _claim(self, db: sqlite3.Connection, row: dict[str, Any], resumed: bool) -> str:
+        if resumed:
+            old = db.execute(
+                "SELECT id, started_at FROM runs WHERE out_dir = ? AND mode = ? "
+                "ORDER BY started_at DESC LIMIT 1",
+                (row["out_dir"], row["mode"]),
+            ).fetchone()
+            if old is not None:
+                row["started_at"] = old["started_at"]  # one run, continued
+                db.execute(
+                    "UPDATE runs SET status = 'running', ended_at = NULL, host = ?, pid = ?, "
+                    "deeprepo_version = ? WHERE id = ?",
+                    (row["host"], row["pid"], row["deeprepo_version"], old["id"]),
+                )
+                return str(old["id"])
+        while True:
+            run_id = secrets.token_hex(6)
+            if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+                break
+        columns = ("id", *row)
+        db.execute(
+            f"INSERT INTO runs ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            (run_id, *row.values()),
+        )
+        return run_id
+
+    def finish(self, out_dir: Path) -> str | None:
+        """Copy the finished run's records from ``out_dir`` into the log, in one transaction;
+        returns the run's id, or None when the run is not (fully) in the log."""
+        if not self.enabled or self.run_id is None:
+            return None
+        run_dir = Path(out_dir)
+        try:
+            metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+            if not isinstance(metrics, dict):
+                raise ValueError(f"{run_dir / 'metrics.json'} is not a JSON object")
+            turns = read_turns(run_dir)
+            calls = read_calls(run_dir / "calls.jsonl")
+            summary = {**_summary(metrics), "ended_at": _now()}
+            db = connect(self.path)
+            try:
+                with write(db):
+                    self._store(db, summary, turns, calls, metrics)
+            finally:
+                db.close()
+        except Exception as exc:  # whatever it is, the run must not fail on its log
+            self._failed(exc)
+            return None
+        return self.run_id
+
+    def _store(
+        self,
+        db: sqlite3.Connection,
+        summary: dict[str, Any],
+        turns: list[dict[str, Any]],
+        calls: list[dict[str, Any]],
+        metrics: Mapping[str, Any],
+    ) -> None:
+        run_id = self.run_id
+        assert run_id is not None
+        sets = ", ".join(f"{k} = ?" for k in summary)
+        cur = db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*summary.values(), run_id))
+        if cur.rowcount == 0:  # the row was deleted meanwhile: write it whole
+            full = {**self._row, **summary, "id": run_id}
+            db.execute(
+                f"INSERT INTO runs ({', '.join(full)}) VALUES ({', '.join('?' * len(full))})",
+                tuple(full.values()),
+            )
+        for table in ("turns", "calls", "usage"):  # a resumed run is copied whole again
+            db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        db.executemany(_insert("turns", _TURN_COLUMNS), (_turn_row(run_id, t) for t in turns))
+        db.executemany(
+            _insert("calls", _CALL_COLUMNS),
+            (_call_row(run_id, n, c) for n, c in enumerate(calls, 1)),
+        )
+        usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
+        db.executemany(
+            _insert("usage", _USAGE_COLUMNS),
+            ((run_id, *(u.get(c) for c in _USAGE_COLUMNS)) for u in usage),
+        )
+
+    def finish_eval(self, out_dir: Path, wall_seconds: float) -> None:
+        """Copy a finished ``deeprepo eval`` from ``out_dir/results.jsonl``: one row per
+        rollout, the summed ledger of every rollout, and the run's totals."""
+        if not self.enabled or self.run_id is None:
+            return
+        try:
+            from deeprepo.evals.results import load_results
+            from deeprepo.evals.runner import rollout_failed
+
+            loaded = load_results(Path(out_dir) / "results.jsonl")
+            failed = sum(rollout_failed(r) for r in loaded)
+            results = [r.to_dict() for r in loaded]
+            summary_path = Path(out_dir) / "summary.txt"
+            summary = summary_path.read_text("utf-8") if summary_path.is_file() else ""
+            db = connect(self.path)
+            try:
+                with write(db):
+                    self._store_eval(db, results, failed, summary, wall_seconds)
+            finally:
+                db.close()
+        except Exception as exc:
+            self._failed(exc)
+
+    def _store_eval(
+        self,
+        db: sqlite3.Connection,
+        results: list[dict[str, Any]],
+        failed: int,
+        summary: str,
+        wall_seconds: float,
+    ) -> None:
+        run_id = self.run_id
+        usage: dict[tuple[str, str], dict[str, Any]] = {}
+        for r in results:
+            for u in r.get("usage") or []:
+                row = usage.setdefault(
+                    (str(u.get("role")), str(u.get("model"))),
+                    {c: 0 for c in _USAGE_COLUMNS[2:]},
+                )
+                for c in _USAGE_COLUMNS[2:]:
+                    if c == "cost_usd":
+                        priced = row[c] is not None and u.get(c) is not None
+                        row[c] = row[c] + u[c] if priced else None
+                    else:
+                        row[c] += int(u.get(c) or 0)
+        costs = [r.get("total_cost_usd") for r in results]
+        known = [float(c) for c in costs if c is not None]
+        values = {
+            "status": _eval_status(len(results), failed),
+            "ended_at": _now(),
+            "stop_reason": "error" if failed else "done",
+            "stop_detail": f"{failed} of {len(results)} rollouts failed" if failed else "",
+            "turns": sum(int(r.get("num_turns") or 0) for r in results),
+            "sub_calls": sum(int(r.get("sub_calls") or 0) for r in results),
+            "findings": sum(int(r.get("findings") or 0) for r in results),
+            **{k: sum(int(u[k]) for u in usage.values()) for k in _TOKENS},
+            "cost_usd": sum(known) if len(known) == len(costs) else None,
+            "wall_seconds": round(wall_seconds, 3),
+            "metrics": json.dumps({"rollouts": len(results), "failed": failed, "summary": summary}),
+        }
+        sets = ", ".join(f"{k} = ?" for k in values)
+        db.execute(f"UPDATE runs SET {sets} WHERE id = ?", (*values.values(), run_id))
+        for table in ("rollouts", "usage"):
+            db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        db.executemany(
+            _insert("rollouts", _ROLLOUT_COLUMNS), (_rollout_row(run_id, r) for r in results)
+        )
+        db.executemany(
+            _insert("usage", _USAGE_COLUMNS),
+            ((run_id, role, model, *row.values()) for (role, model), row in usage.items()),
+        )
+
+    def abort(self, exc: BaseException) -> None:
+        """The run raised before its outputs were written: ``interrupted`` or ``failed``."""
+        if not self.enabled or self.run_id is None:
+            return
+        interrupted = isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "CancelledError"
+        detail = " ".join(str(exc).split())[:2000] or type(exc).__name__
+        try:
+            db = connect(self.path)
+            try:
+                with write(db):
+                    db.execute(
+                        "UPDATE runs SET status = ?, stop_reason = ?, stop_detail = ?, "
+                        "ended_at = ? WHERE id = ?",
+                        (
+                            "interrupted" if interrupted else "failed",
+                            "interrupted" if interrupted else "error",
+                            detail,
+                            _now(),
+                            self.run_id,
+                        ),
+                    )
+            finally:
+                db.close()
+        except Exception as err:
+            self._failed(err)
