@@ -56,6 +56,7 @@ def _register() -> None:
         ("deeprepo.cli.score_cmd", "score_command", "score"),
         ("deeprepo.cli.compare_cmd", "compare_command", "compare"),
         ("deeprepo.cli.eval_cmd", "eval_command", "eval"),
+        ("deeprepo.cli.view_cmd", "view_command", "view"),
     ):
         try:
             mod = __import__(module, fromlist=[attr])

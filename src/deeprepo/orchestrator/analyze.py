@@ -33,6 +33,7 @@ from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
+from deeprepo.report.viewer import viewer_on_failure
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root
 from deeprepo.textsafe import escape_name
@@ -296,7 +297,7 @@ async def analyze(
         set_aside(out_dir)
     else:
         saved.prepare_trajectory()
-    with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
+    with viewer_on_failure(out_dir), TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
         if saved is None:
             log.start(
                 deeprepo_version=__version__,

@@ -16,7 +16,7 @@ from typing import Any
 
 from deeprepo.orchestrator.records import Turn
 
-RUN_FILES = ("trajectory.jsonl", "metrics.json", "findings.json", "report.md")
+RUN_FILES = ("trajectory.jsonl", "metrics.json", "findings.json", "report.md", "trajectory.html")
 
 
 class TrajectoryWriter:
