@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from deeprepo.report.runview import RunView, num, opt_num
+from deeprepo.report.viewer.runview import RunView, num, opt_num
 
 __all__ = ["CostSeries", "cost_series", "cost_svg"]
 
@@ -97,7 +97,7 @@ def nice_step(span: float, ticks: int = 5) -> float:
     return float(10 * power)
 
 
-def _money(v: float) -> str:
+def money(v: float) -> str:
     if v == 0:
         return "$0"
     return f"${v:.4f}" if v < 0.01 else f"${v:.2f}" if v >= 1 else f"${v:.3f}"
@@ -134,7 +134,7 @@ def cost_svg(series: CostSeries, width: int = 760, height: int = 280) -> str:
         grid.append(
             f'<line x1="{left}" x2="{left + plot_w}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" '
             f'stroke="#e5e7eb"/><text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">'
-            f"{escape(_money(y))}</text>"
+            f"{escape(money(y))}</text>"
         )
     for i in range(round(x_top / x_step) + 1):
         x = i * x_step
