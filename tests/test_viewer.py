@@ -65,7 +65,9 @@ def test_the_page_loads_nothing_and_runs_nothing(tmp_path: Path) -> None:
     assert rules["default-src"] == "'none'" and rules["script-src"] == "'none'"
     assert rules["style-src"].startswith("'sha256-")
     assert "<script" not in html.lower()
-    assert not re.search(r"""(?:src|href)=|url\(|@import|https?://(?!www\.w3\.org/2000/svg")""", html)
+    assert not re.search(
+        r"""(?:src|href)=|url\(|@import|https?://(?!www\.w3\.org/2000/svg")""", html
+    )
 
 
 @pytest.mark.parametrize("where", ["everywhere"])
