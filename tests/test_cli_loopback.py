@@ -3,6 +3,7 @@ root conversation on the Anthropic route, sub-workers on the OpenRouter route.""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from clihelp import loopback_analyze_args, run_cli
 
 from deeprepo.providers.base import Usage
+from deeprepo.report.calls import read_calls
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
 PRICES = {
@@ -106,6 +108,23 @@ def test_five_turn_conversation_with_sixty_sub_calls_is_metered_exactly(
     assert rows["sub"]["cost_usd"] == pytest.approx(sub_cost, abs=1e-9)
     assert round(m["total_cost_usd"], 2) == round(root_cost + sub_cost, 2)
     assert m["total_cost_usd"] == pytest.approx(root_cost + sub_cost, abs=1e-9)
+
+    # calls.jsonl: every call once, with its turn, text, tokens and cost; sums = the ledger.
+    calls = read_calls(out / "calls.jsonl")
+    assert [c["seq"] for c in calls] == list(range(1, 66))
+    root_calls = [c for c in calls if c["role"] == "root"]
+    sub_calls = [c for c in calls if c["role"] == "sub"]
+    assert [c["turn"] for c in root_calls] == [1, 2, 3, 4, 5]
+    assert sorted({c["turn"] for c in sub_calls}) == [1, 2, 3, 4]
+    assert all(sum(c["turn"] == t for c in sub_calls) == 15 for t in range(1, 5))
+    assert all(c["response"] == WORKER_REPLY and "Audit the file" in c["prompt"] for c in sub_calls)
+    assert "llm_batch" in json.dumps(root_calls[0]) or root_calls[0]["prompt"]
+    for role, group in (("root", root_calls), ("sub", sub_calls)):
+        assert sum(c["cost_usd"] for c in group) == pytest.approx(rows[role]["cost_usd"], abs=1e-12)
+        assert sum(c["input_tokens"] for c in group) == rows[role]["input_tokens"]
+        assert sum(c["output_tokens"] for c in group) == rows[role]["output_tokens"]
+    assert all(c["error"] is None and not c["cached"] and c["latency_s"] >= 0 for c in calls)
+    assert all(0 <= a["t"] <= b["t"] + 5 for a, b in itertools.pairwise(calls))
 
     # Prompt caching is asked for on the root's growing conversation.
     last = loopback.requests_for("anthropic")[-1].body

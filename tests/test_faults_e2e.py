@@ -29,6 +29,7 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
+from deeprepo.report.calls import read_calls
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
 PRICES = {
@@ -269,6 +270,20 @@ def test_faults_on_root_and_sub_calls_are_retried_and_the_ledger_stays_exact(
     assert (rows["sub"]["failed_calls"], rows["sub"]["failed_requests"]) == (2, 1)
     assert_ledger_exact(m, script, PRICES)
     assert script.injected() == 11 + 18
+
+    # calls.jsonl holds each billed reply once (rejected ones with their error) and each
+    # request that failed for good; its sums are the ledger's.
+    calls = read_calls(out / "calls.jsonl")
+    for role in ("root", "sub"):
+        mine = [c for c in calls if c["role"] == role]
+        errors = [c for c in mine if c["error"]]
+        billed = rows[role]["calls"] + rows[role]["failed_requests"]
+        assert len(mine) == billed, role
+        assert len(errors) == rows[role]["failed_calls"] + rows[role]["failed_requests"], role
+        assert sum(c["cost_usd"] for c in mine) == pytest.approx(rows[role]["cost_usd"], abs=1e-12)
+        assert sum(c["input_tokens"] for c in mine) == rows[role]["input_tokens"]
+    # Turn 7's first reply was billed and rejected (empty choices), then retried.
+    assert [c["turn"] for c in calls if c["role"] == "root"] == [1, 2, 3, 4, 5, 6, 7, 7, 8]
 
 
 # The same faults on the Anthropic route, now for the sub-workers.

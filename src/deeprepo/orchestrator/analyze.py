@@ -21,7 +21,7 @@ from deeprepo.errors import CodebaseError, ConfigError, UsageError
 from deeprepo.orchestrator.audit import audit_set, parse_scopes
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.orchestrator.prompts import FILE_HEADER_RE, ROOT_SYSTEM_PROMPTS
-from deeprepo.orchestrator.records import RunResult
+from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.dispatch import SubDispatcher
@@ -30,6 +30,7 @@ from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model, default_models
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
+from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
@@ -297,7 +298,23 @@ async def analyze(
         set_aside(out_dir)
     else:
         saved.prepare_trajectory()
-    with viewer_on_failure(out_dir), TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
+    with (
+        viewer_on_failure(out_dir),
+        TrajectoryWriter(out_dir / "trajectory.jsonl") as log,
+        CallLog(out_dir / "calls.jsonl") as call_log,
+    ):
+        root.on_call = sub.on_call = call_log
+
+        def on_turn(turn: Turn) -> None:
+            log.turn(turn, ledger=ledger_rows())
+            call_log.sync()
+
+        def events(kind: str, data: dict[str, Any]) -> None:
+            if kind == "turn_start":  # replayed turns too: their sub-calls are made again
+                call_log.turn = int(data["turn"])
+            if on_event is not None:
+                on_event(kind, data)
+
         if saved is None:
             log.start(
                 deeprepo_version=__version__,
@@ -329,8 +346,8 @@ async def analyze(
             ledger=ledger,
             config=config,
             sandbox=sandbox,
-            on_turn=lambda turn: log.turn(turn, ledger=ledger_rows()),
-            on_event=on_event,
+            on_turn=on_turn,
+            on_event=events,
             replay=saved.turns if saved is not None else (),
         )
         try:
@@ -340,6 +357,8 @@ async def analyze(
             await sub.aclose()
         if sandbox_note:
             result.notes.append(sandbox_note)
+        if call_log.failed:
+            result.notes.append(f"calls.jsonl is incomplete: {call_log.failed}")
         if isinstance(sub_model, StaticWorker):
             result.notes.extend(unread_notes(sub_model.unread_files()))
         log.end(

@@ -35,6 +35,7 @@ from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
+from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
@@ -203,6 +204,9 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     )
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)
+    set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
+    call_log = CallLog(out_dir / "calls.jsonl")
+    model.on_call = call_log
     started = time.monotonic()
     reply, stop_reason, stop_detail = "", "answer_ready", ""
     try:
@@ -218,6 +222,7 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
         stop_reason, stop_detail = "error", str(exc)
     finally:
         await model.aclose()
+        call_log.close()
     findings = [
         replace(f, scope=codebase.scope_of(f.file))
         for f in parse_baseline_findings(reply, set(included))
@@ -273,7 +278,8 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
             else ("the model gave no answer: " + stop_detail if incomplete else "")
         ),
     )
-    set_aside(out_dir)  # a rerun into the same --out keeps the earlier run's files apart
+    if call_log.failed:
+        result.notes.append(f"calls.jsonl is incomplete: {call_log.failed}")
     with TrajectoryWriter(out_dir / "trajectory.jsonl") as log:
         log.start(
             deeprepo_version=__version__,

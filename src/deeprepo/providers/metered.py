@@ -34,7 +34,11 @@ from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.prices import PriceTable
 
-__all__ = ["UNREACHABLE_HOLD_S", "UNREACHABLE_RETRY_S", "MeteredModel"]
+#: Told of every call as it ends: the ledger record (or, for a request that failed for good
+#: without a billed reply, an unbilled one carrying the error), the request, and the reply.
+CallHook = Callable[[LLMCall, ChatRequest, str | None], None]
+
+__all__ = ["UNREACHABLE_HOLD_S", "UNREACHABLE_RETRY_S", "CallHook", "MeteredModel"]
 
 #: The one retry of an unreachable server waits this long (times the backoff base).
 UNREACHABLE_RETRY_S = 0.5
@@ -89,6 +93,8 @@ class MeteredModel:
         self.retries = 0
         self._down: ProviderUnreachable | None = None
         self._down_until = 0.0
+        #: Set by the run to log each call (``calls.jsonl``); never lets an error through.
+        self.on_call: CallHook | None = None
 
     @property
     def name(self) -> str:
@@ -102,13 +108,28 @@ class MeteredModel:
             self._loop, self._sem = loop, asyncio.Semaphore(self.concurrency)
         return self._sem
 
-    def _record(self, c: Completion, latency: float, *, error: str | None = None) -> None:
+    def _notify(self, call: LLMCall, request: ChatRequest, response: str | None) -> None:
+        if self.on_call is not None:
+            self.on_call(call, request, response)
+
+    def _record(
+        self, request: ChatRequest, c: Completion, latency: float, *, error: str | None = None
+    ) -> None:
         cost = c.reported_cost_usd
         if cost is None:
             cost = self.prices.cost(self.name, c.usage)
-        self.ledger.record(
-            LLMCall(self.role, self.name, c.usage, cost, latency, False, error, c.finish_reason)
+        call = LLMCall(self.role, self.name, c.usage, cost, latency, False, error, c.finish_reason)
+        self.ledger.record(call)
+        self._notify(call, request, c.text)
+
+    def _fail(self, request: ChatRequest, error: BaseException, t0: float | None = None) -> None:
+        """Count a request that failed for good without a billed reply, and log it."""
+        self.ledger.record_failure(self.role, self.name)
+        latency = 0.0 if t0 is None else time.perf_counter() - t0
+        unbilled = LLMCall(
+            self.role, self.name, Usage(), 0.0, latency, False, str(error) or type(error).__name__
         )
+        self._notify(unbilled, request, None)
 
     def backoff_s(self, attempt: int, err: ProviderError) -> float:
         """How long to wait before retry number ``attempt + 1``."""
@@ -122,9 +143,11 @@ class MeteredModel:
     async def complete(self, request: ChatRequest) -> Completion:
         """Call the model with retries; raises :class:`ProviderError` or :class:`BudgetExceeded`."""
         if self._down is not None and time.monotonic() < self._down_until:
-            self.ledger.record_failure(self.role, self.name)
-            raise ProviderUnreachable(str(self._down), url=self._down.url)
+            down = ProviderUnreachable(str(self._down), url=self._down.url)
+            self._fail(request, down)
+            raise down
         attempt = 0
+        t0 = time.perf_counter()
         while True:
             err = await self._attempt(request, attempt)
             if isinstance(err, Completion):
@@ -132,11 +155,11 @@ class MeteredModel:
                 return err
             if isinstance(err, ProviderUnreachable) and attempt >= 1:
                 self._down, self._down_until = err, time.monotonic() + UNREACHABLE_HOLD_S
-                self.ledger.record_failure(self.role, self.name)
+                self._fail(request, err, t0)
                 raise err
             if not err.retryable or attempt >= self.max_retries:
                 if err.billed is None:
-                    self.ledger.record_failure(self.role, self.name)
+                    self._fail(request, err, t0)
                 if not err.retryable:
                     raise err
                 raise ProviderError(
@@ -161,20 +184,20 @@ class MeteredModel:
             if self.budget is not None:
                 try:
                     self.budget.acquire(self.role, retry=attempt > 0)
-                except BudgetExceeded:
+                except BudgetExceeded as exc:
                     if attempt > 0:
-                        self.ledger.record_failure(self.role, self.name)
+                        self._fail(request, exc)
                     raise
             if attempt == 0 and self.cache is not None:
                 t0 = time.perf_counter()
                 hit = self.cache.get(self.name, request)
                 if hit is not None:
-                    self.ledger.record(
-                        LLMCall(
-                            self.role, self.name, Usage(), 0.0,
-                            time.perf_counter() - t0, True, None, hit.finish_reason,
-                        )
+                    call = LLMCall(
+                        self.role, self.name, Usage(), 0.0,
+                        time.perf_counter() - t0, True, None, hit.finish_reason,
                     )  # fmt: skip
+                    self.ledger.record(call)
+                    self._notify(call, request, hit.text)
                     return hit
             timeout = self.call_timeout_s
             left = self.budget.remaining_s() if self.budget is not None else None
@@ -190,20 +213,21 @@ class MeteredModel:
                     completion = await self.model.complete(request)
             except TimeoutError:
                 if by_deadline and self.budget is not None:
-                    self.ledger.record_failure(self.role, self.name)
-                    raise BudgetExceeded(
+                    spent = BudgetExceeded(
                         f"time budget spent during a {self.name} call; raise --timeout to go further",
                         kind="timeout",
                         spent_usd=self.budget.spent_usd(),
-                    ) from None
+                    )
+                    self._fail(request, spent, t0)
+                    raise spent from None
                 return ProviderError(f"{self.name}: no reply within {timeout:g} s", retryable=True)
             except ProviderError as exc:
                 if exc.billed is not None:
-                    self._record(exc.billed, time.perf_counter() - t0, error=str(exc))
+                    self._record(request, exc.billed, time.perf_counter() - t0, error=str(exc))
                 return exc
             finally:
                 self.in_flight -= 1
-            self._record(completion, time.perf_counter() - t0)
+            self._record(request, completion, time.perf_counter() - t0)
             if self.cache is not None:
                 self.cache.put(self.name, request, completion)
             return completion

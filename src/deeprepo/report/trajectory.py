@@ -16,7 +16,14 @@ from typing import Any
 
 from deeprepo.orchestrator.records import Turn
 
-RUN_FILES = ("trajectory.jsonl", "metrics.json", "findings.json", "report.md", "trajectory.html")
+RUN_FILES = (
+    "trajectory.jsonl",
+    "calls.jsonl",
+    "metrics.json",
+    "findings.json",
+    "report.md",
+    "trajectory.html",
+)
 
 
 class TrajectoryWriter:

@@ -1,0 +1,149 @@
+"""``calls.jsonl``: one record per model call, root and sub, written as each call ends.
+
+The ledger keeps sums; this file keeps each call with what was asked and answered, for
+the trajectory viewer and the run log. Root calls carry only the newest user message
+(the REPL observation): the root's replies are in ``trajectory.jsonl``, and the whole
+conversation again at every turn would grow the file quadratically. Prompts and replies
+are cut to :data:`TEXT_LIMIT` characters each, with ``truncated`` set.
+
+Records are flushed as they are written and synced at each turn's end (``sync``), so a
+crash loses at most the calls of the turn in progress. Schema: docs/outputs.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from deeprepo.providers.base import ChatRequest
+from deeprepo.providers.ledger import LLMCall
+from deeprepo.report.trajectory import drop_torn_tail
+
+__all__ = ["TEXT_LIMIT", "CallLog", "read_calls"]
+
+#: Characters kept of each prompt and each reply.
+TEXT_LIMIT = 32 * 1024
+
+
+def _cut(text: str | None) -> tuple[str | None, bool]:
+    if text is None or len(text) <= TEXT_LIMIT:
+        return text, False
+    return text[:TEXT_LIMIT], True
+
+
+class CallLog:
+    """Appends call records to ``path``; ``turn`` is the root turn calls now belong to.
+
+    Used as the ``on_call`` hook of both metered models of a run (thread-safe: sub-calls
+    end concurrently).
+    """
+
+    def __init__(self, path: Path, *, first_turn: int = 1, started: float | None = None) -> None:
+        self.path = path
+        self.turn = first_turn
+        self._t0 = time.time() if started is None else started
+        self._lock = threading.Lock()
+        if path.is_file():
+            drop_torn_tail(path)  # a crash's half record must not swallow the next one
+        self._seq = _last_seq(path)
+        self._fh = path.open("a", encoding="utf-8")
+        #: Why the file stopped being written (a full disk, say); the run goes on and says so.
+        self.failed: str | None = None
+
+    def __call__(self, call: LLMCall, request: ChatRequest, response: str | None) -> None:
+        self.write(call, request, response)
+
+    def write(self, call: LLMCall, request: ChatRequest, response: str | None) -> None:
+        """Append one record (``response`` None when no reply came)."""
+        prompt, cut_prompt = _cut(request.last_user_text())
+        reply, cut_reply = _cut(response)
+        system, cut_system = _cut(request.system if call.role == "sub" else None)
+        with self._lock:
+            if self._fh.closed:
+                return
+            self._seq += 1
+            record: dict[str, Any] = {
+                "seq": self._seq,
+                "turn": self.turn,
+                "t": round(max(0.0, time.time() - call.latency_s - self._t0), 4),
+                "role": call.role,
+                "model": call.model,
+                "system": system,
+                "prompt": prompt,
+                "response": reply,
+                "input_tokens": call.usage.input_tokens,
+                "output_tokens": call.usage.output_tokens,
+                "cache_read_tokens": call.usage.cache_read_tokens,
+                "cache_write_tokens": call.usage.cache_write_tokens,
+                "cost_usd": call.cost_usd,
+                "latency_s": round(call.latency_s, 4),
+                "cached": call.cached,
+                "error": call.error,
+                "finish_reason": call.finish_reason,
+                "truncated": cut_prompt or cut_reply or cut_system,
+            }
+            try:
+                self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                self._fh.flush()
+            except OSError as exc:
+                self._stop(exc)
+
+    def _stop(self, exc: OSError) -> None:
+        self.failed = f"{exc.strerror or exc}"
+        try:
+            self._fh.close()
+        except OSError:
+            pass
+
+    def sync(self) -> None:
+        """Flush to disk (called at each turn's end)."""
+        with self._lock:
+            if not self._fh.closed:
+                try:
+                    self._fh.flush()
+                    os.fsync(self._fh.fileno())
+                except OSError as exc:
+                    self._stop(exc)
+
+    def close(self) -> None:
+        self.sync()
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __enter__(self) -> CallLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def read_calls(path: Path) -> list[dict[str, Any]]:
+    """Every complete record of ``path`` (none when it is absent; a torn last line is ignored)."""
+    if not path.is_file():
+        return []
+    records: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _last_seq(path: Path) -> int:
+    # A resumed run appends: numbering goes on from the last whole record.
+    seqs = [r.get("seq") for r in read_calls(path)]
+    return max((s for s in seqs if isinstance(s, int)), default=0)
