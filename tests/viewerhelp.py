@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 #: Every element the viewer writes; anything else on a page was injected.
 VIEWER_TAGS = {
     "html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "h4", "p", "span",
-    "section", "table", "tr", "th", "td", "code", "pre", "details", "summary", "ul", "li", "b",
+    "section", "table", "tbody", "tr", "th", "td", "code", "pre", "details", "summary", "ul", "li", "b",
     "br", "div", "svg", "line", "text", "polyline",
 }  # fmt: skip
 #: Attributes the viewer writes.

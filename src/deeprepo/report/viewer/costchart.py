@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from deeprepo.report.viewer.runview import RunView, num, opt_num
+from deeprepo.report.viewer.runview import CallRecord, RunView, num, opt_num
 
 __all__ = ["CostSeries", "cost_series", "cost_svg"]
 
@@ -41,14 +41,14 @@ def cost_series(view: RunView) -> CostSeries:
             points={role: [(0.0, 0.0)] for role in ROLES}, source="calls.jsonl, at each call's end"
         )
         sums = dict.fromkeys(ROLES, 0.0)
-        for call in sorted(view.calls, key=lambda c: c.end_s):
+        for end_s, call in _on_one_clock(view.calls):
             if call.cost_usd is None:
                 series.unknown_calls += 1
                 continue
             role = call.role if call.role in ("root", "sub") else "sub"
             for key in ("total", role):
                 sums[key] += call.cost_usd
-                series.points[key].append((call.end_s, sums[key]))
+                series.points[key].append((end_s, sums[key]))
         return series
     series = CostSeries(
         points={role: [(0.0, 0.0)] for role in ROLES},
@@ -76,6 +76,23 @@ def cost_series(view: RunView) -> CostSeries:
         for role in ROLES:
             series.points[role].append((clock, sums[role]))
     return series
+
+
+def _on_one_clock(calls: list[CallRecord]) -> list[tuple[float, CallRecord]]:
+    """Each call with its end time on one clock, in time order. ``t`` restarts at 0 in a
+    resumed session, which first replays its turns from turn 1: a turn number lower than the
+    one before (in completion order) starts a session, drawn after the previous one."""
+    timed: list[tuple[float, CallRecord]] = []
+    offset = session_end = 0.0
+    last_turn = 0
+    for call in sorted(calls, key=lambda c: c.seq):
+        if call.turn < last_turn:
+            offset = session_end
+        last_turn = call.turn
+        end = offset + call.end_s
+        session_end = max(session_end, end)
+        timed.append((end, call))
+    return sorted(timed, key=lambda pair: pair[0])
 
 
 def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
