@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import EXAMPLE, run_cli
+from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from viewerhelp import injected, parse
 
+from deeprepo.providers.base import Usage
 from deeprepo.report.viewer import Limits, render_viewer, write_viewer
 from deeprepo.report.viewer.costchart import cost_series, nice_step
 from deeprepo.report.viewer.runview import load_run_view
+from deeprepo.testing.loopback import LoopbackServer, Reply
 from deeprepo.testing.runfolder import RunSpec, write_run_folder
 
 XSS = (
@@ -184,3 +186,55 @@ def test_analyze_writes_the_page_and_a_rerun_sets_the_old_one_aside(tmp_path: Pa
     assert (out / "trajectory.prev.html").is_file()
     baseline = parse((out / "trajectory.html").read_text(encoding="utf-8"))
     assert baseline.count("details", "turn") == 1 and "baseline" in baseline.all_text
+
+
+def test_a_model_run_on_the_loopback_server_shows_every_call_of_calls_jsonl(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    """Real calls.jsonl from the real CLI: every call on the page under its turn, the chart's
+    total equal to the run's cost, and the model's hostile text shown as text."""
+    dispatch = (
+        "paths = sorted(codebase)\n"
+        "replies = llm_batch([file_audit_prompt(p) for p in paths])\n"
+        "print(len(replies))"
+    )
+    loopback.enqueue_anthropic(f"{XSS}\n```python\n{dispatch}\n```\n", usage=Usage(2000, 300))
+    loopback.enqueue_anthropic(
+        "```python\nset_answer('# Report <img src=x onerror=alert(1)>')\n```", usage=Usage(3000, 50)
+    )
+    loopback.add_rule("Audit the file", Reply(f'{{"findings": []}} {XSS}', usage=Usage(900, 40)))
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {
+        "anthropic/test-root": {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25},
+        "openrouter/test/sub": {"input": 0.12, "output": 0.48, "cache_read": 0.12, "cache_write": 0.12},
+    }}))  # fmt: skip
+    out = tmp_path / "run"
+    proc = run_cli(*loopback_analyze_args(loopback, out, "--prices", str(prices)))
+    assert proc.returncode == 0, proc.stderr
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().split("\n") if line]
+    subs = [c for c in calls if c["role"] == "sub"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(subs) == metrics["sub_calls"] == 15
+    page = parse((out / "trajectory.html").read_text(encoding="utf-8"))
+    assert injected(page) == []
+    assert page.count("details", "turn") == 2 and page.count("details", "call") == 15
+    assert {f"call-{c['seq']}" for c in calls} <= page.ids()
+    assert page.all_text.count("</script><script>document.title='PWNED'</script>") >= 16
+    series = cost_series(load_run_view(out))
+    assert series.final["total"] == pytest.approx(metrics["total_cost_usd"], abs=1e-12)
+    assert f"${metrics['total_cost_usd']:.4f}" in page.all_text
+
+
+def test_a_resumed_sessions_calls_are_drawn_after_the_first_sessions(tmp_path: Path) -> None:
+    write_run_folder(tmp_path / "run", RunSpec(turns=2, subs_per_turn=2))
+    calls = [json.loads(x) for x in (tmp_path / "run" / "calls.jsonl").read_text().splitlines()]
+    # A resume replays turn 1 (a cached sub-call, its clock back at 0), then turn 3 is new.
+    calls.append({**calls[1], "seq": 7, "turn": 1, "t": 0.1, "cost_usd": 0.0, "cached": True})
+    calls.append({**calls[0], "seq": 8, "turn": 3, "t": 0.5, "cost_usd": 0.5})
+    (tmp_path / "run" / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
+    series = cost_series(load_run_view(tmp_path / "run"))
+    first_end = max(c["t"] + c["latency_s"] for c in calls[:6])
+    last_x, last_y = series.points["total"][-1]
+    assert last_x == pytest.approx(first_end + 0.5 + 1.0)  # after the first session, not at 1.5s
+    assert [x for x, _ in series.points["total"]] == sorted(x for x, _ in series.points["total"])
+    assert last_y == pytest.approx(2 * 0.004 + 2 * 0.00012 + 0.5)
