@@ -13,7 +13,7 @@ from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from viewerhelp import injected, parse
 
 from deeprepo.providers.base import Usage
-from deeprepo.report.viewer import Limits, render_viewer, write_viewer
+from deeprepo.report.viewer import Limits, render_viewer, viewer_on_failure, write_viewer
 from deeprepo.report.viewer.costchart import cost_series, nice_step
 from deeprepo.report.viewer.runview import load_run_view
 from deeprepo.testing.loopback import LoopbackServer, Reply
@@ -238,3 +238,10 @@ def test_a_resumed_sessions_calls_are_drawn_after_the_first_sessions(tmp_path: P
     assert last_x == pytest.approx(first_end + 0.5 + 1.0)  # after the first session, not at 1.5s
     assert [x for x, _ in series.points["total"]] == sorted(x for x, _ in series.points["total"])
     assert last_y == pytest.approx(2 * 0.004 + 2 * 0.00012 + 0.5)
+
+
+def test_a_run_that_raises_still_gets_its_page(tmp_path: Path) -> None:
+    write_run_folder(tmp_path / "run", RunSpec(finished=False))
+    with pytest.raises(RuntimeError, match="boom"), viewer_on_failure(tmp_path / "run"):
+        raise RuntimeError("boom")
+    assert "NOT FINISHED" in (tmp_path / "run" / "trajectory.html").read_text()
