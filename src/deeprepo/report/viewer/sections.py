@@ -171,6 +171,8 @@ def chart_section(view: RunView) -> list[str]:
     unknown = (
         f" {series.unknown_calls:,} call(s) with an unknown price are not in the lines."
         if series.unknown_calls
+        else " Nothing was spent: built-in models and cached replies cost $0."
+        if not series.final.get("total")
         else ""
     )
     return [
