@@ -49,6 +49,8 @@ ACCEPTED = {
     *(("analyze", "--rev", v) for v in BAD_VALUES),
     *(("baseline", "--rev", v) for v in BAD_VALUES),
     ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
+    # The page's file name: any name in an existing folder (an existing file is rewritten).
+    *(("view", "--output", v) for v in ("-5", "0", "abc", "nan", "{file}")),
 }
 
 
@@ -85,7 +87,15 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         "res_a": results[0],
         "res_b": results[1],
         "out": tmp_path / "out",
+        "run": _run_folder(tmp_path / "run"),
     }
+
+
+def _run_folder(path: Path) -> Path:
+    from deeprepo.testing.runfolder import write_run_folder
+
+    write_run_folder(path)
+    return path
 
 
 def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
@@ -97,6 +107,7 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        "view": ([str(fx["run"])], []),
     }[command]
 
 

@@ -8,7 +8,7 @@ cut is counted in :class:`Cuts` so the page can say it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html import escape
 
 from deeprepo.report.viewer.runview import num, text
@@ -39,7 +39,6 @@ class Cuts:
     calls_not_listed: int = 0
     findings_not_listed: int = 0
     call_field_limit: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def h(value: object) -> str:

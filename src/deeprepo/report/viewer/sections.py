@@ -25,17 +25,12 @@ def _status(view: RunView) -> tuple[str, str, str]:
         stop = text(m.get("stop_reason"))
         if m.get("complete") is True:
             return "complete", "ok", ""
-        return (
-            (
-                "INTERRUPTED"
-                if stop == "interrupted"
-                else "ERROR"
-                if stop == "error"
-                else "INCOMPLETE"
-            ),
-            "err-b" if stop == "error" else "bad",
-            reason,
-        )
+        if stop == "interrupted":
+            return "INTERRUPTED", "bad", reason
+        # As the exit code says (cli/exits.py): every worker call failing is an error too.
+        if stop == "error" or (not num(m.get("sub_calls")) and num(m.get("sub_calls_failed"))):
+            return "ERROR", "err-b", reason or text(m.get("stop_detail"))
+        return "INCOMPLETE", "bad", reason
     if end is not None:
         stop = text(end.get("stop_reason"))
         why = text(end.get("incomplete_reason")) or text(end.get("stop_detail"))
@@ -138,6 +133,8 @@ def summary_section(view: RunView, cuts: Cuts) -> list[str]:
             "</th><th>cache read</th><th>cache write</th><th>cost</th></tr>"
         ]
         for r in usage:
+            # Rejected replies (billed) and requests that failed with no reply, together.
+            r = {**r, "failed": num(r.get("failed_calls")) + num(r.get("failed_requests"))}
             out.append(
                 f"<tr><td>{h(r.get('role'))}</td><td>{h(r.get('model'))}</td>"
                 + "".join(
@@ -145,7 +142,7 @@ def summary_section(view: RunView, cuts: Cuts) -> list[str]:
                     for k in (
                         "calls",
                         "cached_calls",
-                        "failed_calls",
+                        "failed",
                         "input_tokens",
                         "output_tokens",
                         "cache_read_tokens",
@@ -156,7 +153,7 @@ def summary_section(view: RunView, cuts: Cuts) -> list[str]:
             )
         out.append("</table>")
     notes = [text(n) for n in m.get("notes", []) if n] if isinstance(m.get("notes"), list) else []
-    problems = view.problems + cuts.notes
+    problems = view.problems
     if notes or problems:
         out.append("<h4>Notes</h4><ul>")
         out += [f"<li>{h(n)}</li>" for n in notes]
