@@ -178,7 +178,10 @@ def write_viewer(
 
 def write_viewer_quietly(run_dir: Path) -> ViewerPage | None:
     """:func:`write_viewer` at the end of a run: a page that cannot be written is a warning,
-    never the run's failure (its other outputs are already on disk)."""
+    never the run's failure (its other outputs are already on disk). Nothing is written for a
+    folder with no trajectory.jsonl (outputs written by a library caller, not by a run)."""
+    if not (run_dir / "trajectory.jsonl").is_file():
+        return None
     try:
         return write_viewer(run_dir)
     except Exception as exc:  # the run's result must survive a viewer bug or a full disk
