@@ -61,6 +61,8 @@ ACCEPTED = {
     ),
     # A name filter: text that matches some model names ("-5", "0") lists them.
     *(("models", "PATTERN", v) for v in BAD_VALUES),
+    # The page's file name: any name in an existing folder (an existing file is rewritten).
+    *(("view", "--output", v) for v in ("-5", "0", "abc", "nan", "{file}")),
 }
 
 
@@ -112,7 +114,15 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         "res_a": results[0],
         "res_b": results[1],
         "out": tmp_path / "out",
+        "run": _run_folder(tmp_path / "run"),
     }
+
+
+def _run_folder(path: Path) -> Path:
+    from deeprepo.testing.runfolder import write_run_folder
+
+    write_run_folder(path)
+    return path
 
 
 def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
@@ -134,6 +144,7 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "runs list": ([], []),
         "runs show": (["0123456789ab"], []),
         "runs export": (["0123456789ab"], []),
+        "view": ([str(fx["run"])], []),
     }[command]
 
 

@@ -175,6 +175,11 @@ def test_kill_then_resume_replays_without_calling_and_keeps_the_ledger_exact(
     out = tmp_path / "run"
     check_killed_turns(kill_at_turn(server, out, 3))
     first = len(server.requests)
+    # The killed run's page, from what reached the disk.
+    view = run_cli("view", str(out))
+    assert view.returncode == 0, view.stderr
+    page = (out / "trajectory.html").read_text()
+    assert "NOT FINISHED" in page and all(f'id="turn-{n}"' in page for n in (1, 2, 3))
 
     proc = run_cli("analyze", "--resume", str(out), env=ENV)
     assert proc.returncode == 3, proc.stderr  # answered; the scripted root audits a few files
@@ -189,6 +194,8 @@ def test_kill_then_resume_replays_without_calling_and_keeps_the_ledger_exact(
     assert [r["type"] for r in records] == kinds
     assert [r["index"] for r in records if r["type"] == "turn"] == [1, 2, 3, 4, 5]
     assert records[4]["replayed_turns"] == 3 and records[-1]["replay_mismatches"] == []
+    page = (out / "trajectory.html").read_text()
+    assert page.count('<details class="turn"') == 5 and '<div class="resume">' in page
 
     # Nothing lost, nothing counted twice: the totals are what the server billed for the
     # five root turns and the 16 sub-calls, across both processes.

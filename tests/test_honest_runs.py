@@ -149,6 +149,7 @@ def test_sigint_writes_partial_outputs_and_prints_the_resume_command(
     assert "INTERRUPTED" in stdout
     assert "**Incomplete**" in (out / "report.md").read_text()
     assert json.loads((out / "findings.json").read_text()) == []
+    assert "INTERRUPTED" in (out / "trajectory.html").read_text()  # the page of the cut run
     # ... and the printed command continues it to the end.
     done = run_cli("analyze", "--resume", str(out), timeout=300)
     assert done.returncode == 0, done.stderr

@@ -57,6 +57,7 @@ def _register() -> None:
         ("deeprepo.cli.compare_cmd", "compare_command", "compare"),
         ("deeprepo.cli.eval_cmd", "eval_command", "eval"),
         ("deeprepo.cli.models_cmd", "models_command", "models"),
+        ("deeprepo.cli.view_cmd", "view_command", "view"),
     ):
         try:
             mod = __import__(module, fromlist=[attr])

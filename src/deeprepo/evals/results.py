@@ -93,7 +93,7 @@ def load_results(path: Path) -> list[RolloutResult]:
             f"Results file not found: {path}. Pass a results.jsonl written by `deeprepo eval`."
         ) from None
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may be in a string
         if not line.strip():
             continue
         try:

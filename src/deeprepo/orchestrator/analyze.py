@@ -35,6 +35,7 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.runlog.recorder import RunRecorder
+from deeprepo.report.viewer import viewer_on_failure
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root
 from deeprepo.textsafe import escape_name
@@ -320,6 +321,7 @@ async def _analyze(
     else:
         saved.prepare_trajectory()
     with (
+        viewer_on_failure(out_dir),
         TrajectoryWriter(out_dir / "trajectory.jsonl") as log,
         CallLog(out_dir / "calls.jsonl") as call_log,
     ):

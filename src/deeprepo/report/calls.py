@@ -133,7 +133,9 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     records: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085, \x1c … which
+    # json.dumps(ensure_ascii=False) leaves raw inside strings, and would tear the record.
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

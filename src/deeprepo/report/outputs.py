@@ -22,6 +22,7 @@ from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.records import RunResult
 from deeprepo.report.sarif import sarif_log
 from deeprepo.report.text import md_block, md_code, md_text
+from deeprepo.report.viewer import write_viewer_quietly
 
 METRICS_SCHEMA_VERSION = 3
 #: How many unaudited or skipped paths report.md names before pointing at metrics.json.
@@ -352,7 +353,7 @@ REPORT_SECTIONS: tuple[Section, ...] = (
 def write_outputs(
     out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
 ) -> None:
-    """Write report.md, findings.json, findings.sarif and metrics.json into ``out_dir``."""
+    """Write report.md, findings.json, findings.sarif, metrics.json and trajectory.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
     _write_atomic(
@@ -372,3 +373,5 @@ def write_outputs(
     _write_atomic(
         out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode)
     )
+    # Last, from the files just written: the page shows exactly what the run folder holds.
+    write_viewer_quietly(out_dir)

@@ -23,6 +23,7 @@ RUN_FILES = (
     "findings.json",
     "findings.sarif",
     "report.md",
+    "trajectory.html",
 )
 
 
@@ -70,7 +71,9 @@ class TrajectoryWriter:
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
     """Read back every complete record (a torn last line from a crash is ignored)."""
     records: list[dict[str, Any]] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085, \x1c … which
+    # json.dumps(ensure_ascii=False) leaves raw inside strings, and would tear the record.
+    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

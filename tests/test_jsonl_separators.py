@@ -1,0 +1,34 @@
+"""JSON-lines files are written with ``ensure_ascii=False``, so a model's U+2028, U+2029,
+U+0085 or \\x1c stays raw inside a string: readers must split on "\\n" only, or the record
+is torn and silently dropped (a turn lost to ``--resume``, a call lost to the viewer)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from deeprepo.report.calls import read_calls
+from deeprepo.report.trajectory import TrajectoryWriter, read_trajectory
+
+SEPARATORS = "a\u2028b\u2029c\x85d\x1ce\x1df\x1eg\x0bh\x0ci"
+
+
+def test_trajectory_records_with_unicode_line_separators_read_back_whole(tmp_path: Path) -> None:
+    with TrajectoryWriter(tmp_path / "trajectory.jsonl") as log:
+        log.record("start", note=SEPARATORS)
+        log.record("end", note="x")
+    records = read_trajectory(tmp_path / "trajectory.jsonl")
+    assert [(r["type"], r["note"]) for r in records] == [("start", SEPARATORS), ("end", "x")]
+
+
+def test_call_records_with_unicode_line_separators_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    path.write_text(
+        "".join(json.dumps({"seq": n, "response": SEPARATORS}, ensure_ascii=False) + "\n"
+                for n in (1, 2)),
+        encoding="utf-8",
+    )  # fmt: skip
+    assert [(r["seq"], r["response"]) for r in read_calls(path)] == [
+        (1, SEPARATORS),
+        (2, SEPARATORS),
+    ]
