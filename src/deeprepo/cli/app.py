@@ -56,12 +56,16 @@ def _register() -> None:
         ("deeprepo.cli.score_cmd", "score_command", "score"),
         ("deeprepo.cli.compare_cmd", "compare_command", "compare"),
         ("deeprepo.cli.eval_cmd", "eval_command", "eval"),
+        ("deeprepo.cli.bench_cmd", "bench_command", "bench"),
     ):
         try:
             mod = __import__(module, fromlist=[attr])
         except ModuleNotFoundError:
             continue
         app.command(name)(getattr(mod, attr))
+    from deeprepo.cli.plot_cmd import plot_app
+
+    app.add_typer(plot_app, name="plot", help="Draw PNG plots from a bench or a training log.")
     try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:
