@@ -58,6 +58,7 @@ def test_offline_example_end_to_end_then_resume(tmp_path: Path) -> None:
     )
     assert configs["expert"]["files_covered_mean"] > configs["half"]["files_covered_mean"] > 0
     assert configs["lazy"]["complete_runs"] == 0 and configs["expert"]["complete_runs"] == 1
+    assert configs["lazy"]["unique_finds"] == 0 and configs["half"]["unique_finds"] == 0
     assert all(c["behaviour"] == "-" or isinstance(c["behaviour"], str) for c in configs.values())
     assert data["totals"]["cost_usd"] == 0.0  # built-in models are free
     md = (out / "bench.md").read_text()

@@ -73,6 +73,10 @@ def test_a_good_file_parses_with_defaults(tmp_path: Path) -> None:
         ),
         (GOOD.replace('[[repo]]\npath = "repo"\n', ""), "repo"),
         (GOOD.replace("max_turns", "x") + "max_cost = -1\n", "config[1] ('a').max_cost"),
+        (
+            GOOD + '[[config]]\nname = "b"\nmode = "baseline"\nmodel = "m"\nmax_cost = 1.0\n',
+            "a baseline is one call",
+        ),
     ],
 )
 def test_bad_files_are_one_line_naming_the_key(tmp_path: Path, text: str, expected: str) -> None:

@@ -129,8 +129,10 @@ class ConfigSpec(_Strict):
             wrong = [k for k in ("model", "base_url", "context_tokens") if getattr(self, k)]
             if wrong:
                 raise ValueError(f"{', '.join(wrong)} apply to mode = 'baseline' only")
-        if self.mode == "baseline" and self.timeout is not None:
-            raise ValueError("timeout applies to rlm configurations only")
+        if self.mode == "baseline" and (self.timeout is not None or self.max_cost is not None):
+            raise ValueError(
+                "timeout and max_cost apply to rlm configurations only (a baseline is one call)"
+            )
         return self
 
     def fingerprint(self) -> str:

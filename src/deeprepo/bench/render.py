@@ -74,7 +74,7 @@ def _main_table(configs: list[dict[str, Any]]) -> list[str]:
                 _num(c["sub_calls_mean"]) if c["mode"] == "rlm" else "n/a",
                 files,
                 _num(c["findings_mean"]),
-                str(c["unique_finds"]),
+                "-" if c["unique_finds"] is None else str(c["unique_finds"]),
                 _num(c["turns_mean"]),
                 _num(c["wall_seconds_mean"]),
                 md_text(c["behaviour"]),

@@ -167,7 +167,7 @@ def _grading(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _config_record(
-    name: str, results: list[CellResult], cells: list[dict[str, Any]], unique: int
+    name: str, results: list[CellResult], cells: list[dict[str, Any]], unique: int | None
 ) -> dict[str, Any]:
     c = results[0].cell.config
     done = [x for x in cells if x["status"] == "done"]
@@ -221,21 +221,27 @@ def summarize(
     """The whole bench as the JSON object written to ``bench.json``."""
     tol = plan.bench.bench.tolerance
     cells = [_cell_record(r, plan) for r in results]
-    # Unique finds, per repository, over every configuration with a finished run there.
-    unique_by_config: Counter[str] = Counter()
+    # Unique finds, per repository, over every configuration with a finished run there;
+    # a configuration never compared with another (alone on its repositories) has none.
+    unique_by_config: dict[str, int] = {}
     for repo in plan.repos:
         by_config: dict[str, list[Any]] = defaultdict(list)
         for r in results:
             if r.cell.repo.id == repo.id and r.status == "done":
                 by_config[r.cell.config.name].extend(r.findings)
+        if len(by_config) < 2:
+            continue
         for name, found in unique_finds(by_config, tol).items():
-            unique_by_config[name] += len(found)
+            unique_by_config[name] = unique_by_config.get(name, 0) + len(found)
     configs = []
     for c in plan.bench.config:
         idx = [i for i, r in enumerate(results) if r.cell.config.name == c.name]
         configs.append(
             _config_record(
-                c.name, [results[i] for i in idx], [cells[i] for i in idx], unique_by_config[c.name]
+                c.name,
+                [results[i] for i in idx],
+                [cells[i] for i in idx],
+                unique_by_config.get(c.name),
             )
         )
     done = [x for x in cells if x["status"] == "done"]

@@ -74,7 +74,7 @@ def _render(outcome: BenchOutcome) -> None:
             num(c["sub_calls_mean"]) if c["mode"] == "rlm" else "n/a",
             num(c["files_covered_mean"]),
             num(c["findings_mean"]),
-            str(c["unique_finds"]),
+            "-" if c["unique_finds"] is None else str(c["unique_finds"]),
             num(c["turns_mean"]),
             console(c["behaviour"]),
         ]
