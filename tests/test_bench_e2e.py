@@ -4,7 +4,12 @@ partial benches, and cost equality with the runs' ledgers against the loopback s
 from __future__ import annotations
 
 import json
+import os
+import signal
 import struct
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +95,17 @@ def test_offline_example_end_to_end_then_resume(tmp_path: Path) -> None:
     assert proc.stderr.count("start ") == 1 and "start lazy" in proc.stderr
     changed = [p for p in _metrics_files(out) if p.stat().st_mtime_ns != stamps[p]]
     assert changed == [lazy]
+
+    # The behaviour label is read from each run's metrics.json when a run has one.
+    expert = out / "runs" / "expert" / "vulnapi" / "r1" / "metrics.json"
+    m = json.loads(expert.read_text())
+    m["behaviour"] = {"label": "delegator"}
+    expert.write_text(json.dumps(m))
+    proc = run_cli("bench", str(OFFLINE), "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    configs = {c["name"]: c for c in _bench(out)["configs"]}
+    assert configs["expert"]["behaviour"] == "delegator" and configs["lazy"]["behaviour"] == "-"
+    assert "| delegator |" in (out / "bench.md").read_text()
 
     # plot bench redraws the PNG from the folder.
     png = tmp_path / "again.png"
@@ -290,3 +306,126 @@ base_url = "{o}"
         len([r for r in loopback.requests_for("openai") if "test-judge" in json.dumps(r.body)]) == 6
     )
     assert "## Judge (openai/test-judge)" in (out / "bench.md").read_text()
+
+    # A rerun reuses every cell and every verdict: no model is called again.
+    before = loopback.request_count
+    proc = run_cli("bench", str(toml), "--out", str(out), "--judge", "openai/test-judge",
+                   "--judge-base-url", o, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert loopback.request_count == before
+    again = _bench(out)
+    assert again["totals"]["reused"] == 6
+    assert again["totals"]["cost_usd"] == pytest.approx(data["totals"]["cost_usd"], abs=1e-12)
+    assert again["totals"]["judge_cost_usd"] == pytest.approx(judge_cost, abs=1e-12)
+
+
+def test_bench_max_cost_is_shared_and_skips_cells_once_spent(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    loopback.reply_fn = _reply
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps(PRICES))
+    one_run_root = _price("anthropic/test-root-a", ROOT_USAGE)  # $0.025 a root call
+    toml = tmp_path / "capped.toml"
+    toml.write_text(
+        f"""
+[bench]
+repetitions = 3
+max_cost = {one_run_root * 1.2}
+prices = "prices.json"
+[[repo]]
+path = "{ROOT / "examples" / "vulnapi"}"
+[[config]]
+name = "root-a"
+root = "anthropic/test-root-a"
+root_base_url = "{loopback.anthropic_base_url}"
+sub = "openrouter/test/sub"
+sub_base_url = "{loopback.openai_base_url}"
+"""
+    )
+    out = tmp_path / "bench"
+    proc = run_cli("bench", str(toml), "--out", str(out), timeout=300)
+    assert proc.returncode == 3, proc.stderr  # partial: a cell was skipped
+    data = _bench(out)
+    status = [(c["rep"], c["status"]) for c in data["cells"]]
+    # r1 had the whole budget; r2 started with what was left, paid its root call (already
+    # in flight when the budget ran out) and was refused its workers; r3 was never started.
+    assert status == [(1, "done"), (2, "done"), (3, "skipped")]
+    r2 = json.loads((out / "runs" / "root-a" / "vulnapi" / "r2" / "metrics.json").read_text())
+    assert not r2["complete"] and r2["sub_calls"] == 0 and r2["sub_calls_refused"] > 0
+    assert not (out / "runs" / "root-a" / "vulnapi" / "r3").exists()
+    assert data["totals"]["cost_usd"] < 2 * one_run_root * 1.2
+    assert r"1 skipped (max\_cost spent)" in (out / "bench.md").read_text()  # md-escaped
+
+
+def test_generated_repositories_bring_their_ground_truth(tmp_path: Path) -> None:
+    toml = tmp_path / "gen.toml"
+    toml.write_text(
+        """
+[bench]
+max_concurrent = 2
+[[repo]]
+generate = "small:seed=3:lang=python:n=1"
+[[config]]
+name = "expert"
+root = "scripted/expert"
+sub = "static"
+[[config]]
+name = "lazy"
+root = "scripted/lazy"
+sub = "static"
+"""
+    )
+    out = tmp_path / "bench"
+    proc = run_cli("bench", str(toml), "--out", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = _bench(out)
+    (repo,) = data["repos"]
+    assert repo["ground_truth"] and Path(repo["ground_truth"]).is_file()
+    assert Path(repo["path"]).is_relative_to(out.resolve() / "tasks")
+    truth = json.loads(Path(repo["ground_truth"]).read_text())
+    entries = truth["entries"] if isinstance(truth, dict) else truth
+    bugs = sum(bool(e.get("vulnerable", True)) for e in entries)
+    for c in data["configs"]:
+        g = c["grading"]
+        assert g is not None and g["tp"] + g["fn"] == bugs
+
+
+def test_an_interrupted_bench_keeps_what_finished_and_resumes(tmp_path: Path) -> None:
+    toml = tmp_path / "reps.toml"
+    toml.write_text(
+        f"""
+[bench]
+repetitions = 3
+[[repo]]
+path = "{ROOT / "examples" / "vulnapi"}"
+[[config]]
+name = "expert"
+root = "scripted/expert"
+sub = "static"
+"""
+    )
+    out = tmp_path / "bench"
+    env = dict(os.environ, COLUMNS="200")
+    cmd = [sys.executable, "-m", "deeprepo", "bench", str(toml), "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    second = out / "runs" / "expert" / "vulnapi" / "r2" / "bench-cell.json"
+    deadline = time.monotonic() + 120
+    while not second.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "rerun the same command to continue" in stderr
+    data = _bench(out)
+    assert data["interrupted"] and not data["complete"]
+    assert [c["status"] for c in data["cells"]] == ["done", "failed", "failed"]
+    assert "interrupted" in (out / "bench.md").read_text()
+
+    proc2 = run_cli("bench", str(toml), "--out", str(out), timeout=300)
+    assert proc2.returncode == 0, proc2.stderr
+    data = _bench(out)
+    assert data["complete"] and data["totals"]["reused"] == 1
+    assert proc2.stderr.count("start ") == 2

@@ -180,3 +180,36 @@ def test_plot_bench_refuses_a_folder_without_bench_json(tmp_path: Path) -> None:
 
     proc = run_cli("plot", "bench", str(tmp_path))
     assert proc.returncode == 2 and "no bench.json" in proc.stderr
+
+
+def test_behaviour_labels_summarise_the_runs() -> None:
+    from deeprepo.bench.summary import _label_summary
+
+    assert _label_summary([None, None]) == "-"
+    assert _label_summary(["delegator", "delegator"]) == "delegator"
+    assert _label_summary(["delegator", "lazy", "delegator"]) == "delegator 2, lazy 1"
+    assert _label_summary(["lazy", None]) == "lazy 1, - 1"
+
+
+def test_repositories_from_a_folder_find_their_ground_truth(tmp_path: Path) -> None:
+    from deeprepo.bench.config import RepoSpec
+    from deeprepo.bench.repos import resolve_repos
+
+    (tmp_path / "repos" / "alpha").mkdir(parents=True)
+    (tmp_path / "repos" / "beta").mkdir()
+    (tmp_path / "repos" / "alpha.ground_truth.json").write_text("[]")
+    tasks = tmp_path / "tasks" / "t1"
+    (tasks / "repo").mkdir(parents=True)
+    (tasks / "ground_truth.json").write_text("[]")
+    repos = resolve_repos(
+        [RepoSpec(dir="repos"), RepoSpec(dir="tasks"), RepoSpec(path="repos/beta", name="b2")],
+        tmp_path,
+        tmp_path / "out",
+    )
+    assert [(r.id, r.ground_truth is not None) for r in repos] == [
+        ("alpha", True), ("beta", False), ("t1", True), ("b2", False),
+    ]  # fmt: skip
+    with pytest.raises(UsageError, match="both named 'beta'"):
+        resolve_repos([RepoSpec(dir="repos"), RepoSpec(path="repos/beta")], tmp_path, tmp_path)
+    with pytest.raises(UsageError, match="is not a directory"):
+        resolve_repos([RepoSpec(path="nope")], tmp_path, tmp_path)

@@ -107,7 +107,8 @@ def bench_command(
     bench_file: Annotated[
         Path,
         typer.Argument(
-            help="BENCH.toml: configurations, repositories, repetitions, budgets (docs/bench.md)."
+            metavar="BENCH.toml",
+            help="BENCH.toml: configurations, repositories, repetitions, budgets (docs/bench.md).",
         ),
     ],
     out_dir: Annotated[

@@ -29,7 +29,11 @@ def _plot() -> None:
 @plot_app.command("bench")
 def bench_plot_command(
     source: Annotated[
-        Path, typer.Argument(help="A bench folder (written by deeprepo bench) or its bench.json.")
+        Path,
+        typer.Argument(
+            metavar="BENCH_DIR_OR_JSON",
+            help="A bench folder (written by deeprepo bench) or its bench.json.",
+        ),
     ],
     png: Annotated[
         Path | None,
@@ -48,7 +52,11 @@ def bench_plot_command(
 @plot_app.command("training")
 def training_plot_command(
     log: Annotated[
-        Path, typer.Argument(help="A training log (JSON lines with step, reward_mean, turns_mean).")
+        Path,
+        typer.Argument(
+            metavar="TRAIN_LOG.jsonl",
+            help="A training log (JSON lines with step, reward_mean, turns_mean).",
+        ),
     ],
     png: Annotated[
         Path | None,
