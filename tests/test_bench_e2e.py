@@ -158,7 +158,14 @@ def test_bad_toml_and_missing_keys_are_one_line_exit_2(tmp_path: Path) -> None:
                    "--out", str(tmp_path / "o2"))  # fmt: skip
     assert proc.returncode == 2
     assert "ANTHROPIC_API_KEY" in proc.stderr and proc.stderr.strip().count("\n") == 0
-    assert not (tmp_path / "o2" / "runs").exists()  # nothing ran
+    assert not (tmp_path / "o2").exists()  # nothing ran, no folder made
+    bad.write_text(
+        f'[[repo]]\npath = "{ROOT / "examples" / "vulnapi"}"\n'
+        '[[config]]\nname = "a"\nroot = "scripted/expert"\nsub = "static"\nprompt = "terse"\n'
+    )
+    proc = run_cli("bench", str(bad), "--out", str(tmp_path / "o3"))
+    assert proc.returncode == 2 and "config 'a': unknown --prompt 'terse'" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "o3").exists()
 
 
 PRICES = {

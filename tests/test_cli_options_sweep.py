@@ -39,6 +39,7 @@ ACCEPTED = {
             ("analyze", "--cache-dir"),
             ("baseline", "--cache-dir"),
             ("tasks generate", "OUT_DIR"),
+            ("bench", "--out"),
         )
         for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
     ),
@@ -49,6 +50,12 @@ ACCEPTED = {
     *(("analyze", "--rev", v) for v in BAD_VALUES),
     *(("baseline", "--rev", v) for v in BAD_VALUES),
     ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
+    # A PNG goes where -o says, whatever its name (an existing file is replaced).
+    *(
+        (cmd, "--out", v)
+        for cmd in ("plot bench", "plot training")
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{file}")
+    ),
 }
 
 
@@ -77,6 +84,21 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         path = tmp_path / f"{name}.jsonl"
         path.write_text(json.dumps({"example_id": "t1", "rollout": 0, "reward": 0.5}) + "\n")
         results.append(path)
+    bench_toml = tmp_path / "bench.toml"
+    bench_toml.write_text(
+        f'[[repo]]\npath = "{EXAMPLE}"\n[[config]]\nname = "e"\nroot = "scripted/expert"\n'
+        'sub = "static"\n'
+    )
+    bench_dir = tmp_path / "a-bench"
+    bench_dir.mkdir()
+    (bench_dir / "bench.json").write_text('{"configs": []}\n')
+    train_log = tmp_path / "train.jsonl"
+    train_log.write_text(
+        "".join(
+            json.dumps({"step": i, "reward_mean": 0.1 * i, "turns_mean": 5}) + "\n"
+            for i in range(3)
+        )
+    )
     return {
         "file": a_file,
         "dir": tmp_path / "a-dir",
@@ -85,6 +107,9 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         "res_a": results[0],
         "res_b": results[1],
         "out": tmp_path / "out",
+        "bench_toml": bench_toml,
+        "bench_dir": bench_dir,
+        "train_log": train_log,
     }
 
 
@@ -97,6 +122,9 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        "bench": ([str(fx["bench_toml"])], ["--out", str(fx["out"])]),
+        "plot bench": ([str(fx["bench_dir"])], ["--out", str(fx["out"] / "b.png")]),
+        "plot training": ([str(fx["train_log"])], ["--out", str(fx["out"] / "t.png")]),
     }[command]
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from deeprepo.bench.config import BenchFile, ConfigSpec, load_bench_file
 from deeprepo.bench.judge import JudgeVerdict, judge_report
 from deeprepo.bench.repos import BenchRepo, resolve_repos
-from deeprepo.errors import MissingKeyError, UsageError
+from deeprepo.errors import ConfigError, MissingKeyError, SandboxError, UsageError
 from deeprepo.findings.grading import GroundTruthEntry, load_findings, load_ground_truth
 from deeprepo.findings.model import Finding
 from deeprepo.providers.base import ChatModel
@@ -148,8 +148,10 @@ def _check_key(spec: ModelSpec, env: Mapping[str, str], where: str) -> None:
 
 
 def _validate_config(
-    c: ConfigSpec, repo: BenchRepo, prices: Path | None, sandbox: str, env: Mapping[str, str]
+    c: ConfigSpec, base: Path, prices: Path | None, sandbox: str, env: Mapping[str, str]
 ) -> None:
+    """Check one configuration as ``deeprepo analyze`` / ``baseline`` would, before any run:
+    model specs, keys, the prompt, the price file, the sandbox a model root needs."""
     where = f"config {c.name!r}"
     try:
         if c.mode == "baseline":
@@ -157,14 +159,19 @@ def _validate_config(
             _check_key(parse_model_spec(c.model, c.base_url), env, where)
             return
         from deeprepo.orchestrator.analyze import validate
+        from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 
-        options = _analyze_options(c, repo.path, Path("."), None, prices, sandbox, False, env)
-        validate(options)
+        # Any existing folder serves for the path check; the repositories are checked apart.
+        validate(_analyze_options(c, base, Path("."), None, prices, sandbox, False, env))
         assert c.root is not None and c.sub is not None
-        _check_key(parse_model_spec(c.root, c.root_base_url), env, where)
+        root = parse_model_spec(c.root, c.root_base_url)
+        _check_key(root, env, where)
         _check_key(parse_model_spec(c.sub, c.sub_base_url), env, where)
-    except UsageError as exc:
-        raise UsageError(f"{where}: {exc}") from None
+        resolve_mode(mode_for_root(sandbox, builtin_root=root.is_builtin)[0])
+    except (UsageError, ConfigError, SandboxError) as exc:
+        if str(exc).startswith(where):
+            raise
+        raise type(exc)(f"{where}: {exc}") from None
 
 
 def prepare(
@@ -186,17 +193,19 @@ def prepare(
     if prices_file is not None and not prices_file.is_file():
         raise UsageError(f"{bench_file}: bench.prices {bench.bench.prices} is not a file")
     PriceTable.load(prices_file)
-    make_out_dir(out)
-    repos = resolve_repos(bench.repo, base, out / "tasks")
     for c in bench.config:
-        _validate_config(c, repos[0], prices_file, bench.bench.sandbox, environ)
+        _validate_config(c, base, prices_file, bench.bench.sandbox, environ)
     judge_spec = None
+    if judge_base_url is not None and judge is None:
+        raise UsageError("--judge-base-url needs --judge MODEL (the model served there)")
     if judge is not None:
         try:
             judge_spec = parse_model_spec(judge, judge_base_url)
         except UsageError as exc:
             raise UsageError(f"--judge: {exc}") from None
         _check_key(judge_spec, environ, "--judge")
+    make_out_dir(out)
+    repos = resolve_repos(bench.repo, base, out / "tasks")
     truths = {r.id: load_ground_truth(r.ground_truth) for r in repos if r.ground_truth}
     cells = [
         Cell(c, r, k, out / "runs" / c.name / r.id / f"r{k}")

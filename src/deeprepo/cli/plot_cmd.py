@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from deeprepo.errors import UsageError
+from deeprepo.report.rundir import check_out_dir
 from deeprepo.report.text import console
 
 out = Console()
@@ -24,6 +25,12 @@ plot_app = typer.Typer(
 @plot_app.callback()
 def _plot() -> None:
     """Draw PNG plots from deeprepo outputs."""
+
+
+def _check_png(path: Path) -> None:
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory; give the PNG file to write")
+    check_out_dir(path.parent, "--out")
 
 
 @plot_app.command("bench")
@@ -45,6 +52,7 @@ def bench_plot_command(
 
     data = load_bench_json(source)
     target = png or (source if source.is_dir() else source.parent) / "bench.png"
+    _check_png(target)
     written = plot_bench(data, target)
     out.print(f"Wrote {console(written)}", highlight=False, soft_wrap=True)
 
@@ -74,7 +82,14 @@ def training_plot_command(
             "this deeprepo has no training plots (deeprepo.plots.training is missing); "
             "install a version with the training extras"
         ) from None
-    written = training.plot_training(log, png or log.with_suffix(".png"))
+    target = png or log.with_suffix(".png")
+    _check_png(target)
+    try:
+        written = training.plot_training(log, target)
+    except (ValueError, KeyError, TypeError) as exc:  # rows that are not a training log
+        raise UsageError(
+            f"{log} is not a training log ({exc}); rows need step, reward_mean"
+        ) from None
     out.print(f"Wrote {console(written)}", highlight=False, soft_wrap=True)
 
 

@@ -53,9 +53,14 @@ def plot_bench(bench: dict[str, Any] | Path, out_png: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
     try:
+        # Configurations that land on the same point share one label.
+        at: dict[tuple[float, float], list[str]] = {}
         for name, x, y in points:
+            at.setdefault((x, y), []).append(name)
+        for (x, y), names in at.items():
             ax.scatter([x], [y], s=60)
-            ax.annotate(name, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
+            label = ", ".join(names)
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 6), fontsize=9)
         ax.set_xlabel("mean cost per run (USD, from the runs' ledgers)")
         ax.set_ylabel("F1 against ground truth" if graded else "findings per run (mean)")
         if graded:
@@ -63,6 +68,9 @@ def plot_bench(bench: dict[str, Any] | Path, out_png: Path) -> Path:
         xs = [p[1] for p in points]
         if xs and max(xs) > 0 and min(xs) > 0 and max(xs) / min(xs) > 100:
             ax.set_xscale("log")
+        else:  # costs are never negative; free runs (the offline engine) sit at $0
+            hi = max(xs, default=0.0) or 1.0
+            ax.set_xlim(-0.03 * hi, 1.2 * hi)
         title = "Cost against quality, one point per configuration"
         if left_out:
             title += f"\nnot shown (cost unknown or no score): {', '.join(left_out)[:80]}"
