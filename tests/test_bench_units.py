@@ -148,6 +148,9 @@ def test_economics_projects_from_the_measured_cost_per_sub_call() -> None:
     assert rows[100]["sub_cost_usd"] == pytest.approx(100 * 0.03 / 18)
     assert rows[100]["root_cost_usd"] == pytest.approx(0.72)
     assert rows[100]["sub_share"] == pytest.approx((0.3 / 1.8) / (0.3 / 1.8 + 0.72))
+    measured = e["measured"]  # the mean run as it was: 9 sub-calls, $0.015 + $0.72
+    assert measured["sub_calls"] == 9 and measured["sub_cost_usd"] == pytest.approx(0.015)
+    assert measured["total_cost_usd"] == pytest.approx(0.735)
     assert economics(1, 0.5, 0.0, 0)["rows"] == []  # no sub-calls: nothing to project from
     assert economics(1, None, 0.1, 5)["note"].startswith("cost unknown")
 

@@ -130,7 +130,8 @@ def _economics(data: dict[str, Any]) -> list[str]:
         "",
         "## Economics (projection)",
         "",
-        "A projection, not a measurement: the sub-LLM cost at N sub-calls is N × the measured "
+        "The first row of each configuration is its mean run as measured; the others are a "
+        "projection, not a measurement: the sub-LLM cost at N sub-calls is N × the measured "
         "mean cost per billed sub-call; the root cost is held at the measured mean per run "
         "(a root that dispatches more also pays for more turns, so the totals are lower "
         "bounds).",
@@ -143,12 +144,13 @@ def _economics(data: dict[str, Any]) -> list[str]:
         if not e["rows"]:
             rows.append([md_text(c["name"]), src, "-", "-", "-", "-", md_text(e.get("note", ""))])
             continue
-        for r in e["rows"]:
+        measured = [{**e["measured"], "label": f"{_num(e['measured']['sub_calls'])} (measured)"}]
+        for r in measured + e["rows"]:
             rows.append(
                 [
                     md_text(c["name"]),
                     src,
-                    f"{r['sub_calls']:,}",
+                    r.get("label") or f"{r['sub_calls']:,}",
                     _usd(r["sub_cost_usd"]),
                     _usd(r["root_cost_usd"]),
                     _usd(r["total_cost_usd"]),
@@ -208,7 +210,9 @@ def render_markdown(data: dict[str, Any]) -> str:
     repos = ", ".join(
         md_text(r["id"]) + (" (ground truth)" if r["ground_truth"] else "") for r in data["repos"]
     )
-    judge = f"; judge {_usd(t['judge_cost_usd'])} apart" if t["judge_cost_usd"] is not None else ""
+    judge = ""
+    if t["judge_cost_usd"] is not None:
+        judge = f"; the judge cost {_usd(t['judge_cost_usd'])} more, apart"
     lines = [
         "# Bench",
         "",
@@ -219,7 +223,7 @@ def render_markdown(data: dict[str, Any]) -> str:
         f"- repetitions: {data['settings']['repetitions']}; cells: {t['cells']} "
         f"({t['reused']} reused from an earlier invocation)",
         f"- spent: {_usd(t['cost_usd'])} (root {_usd(t['root_cost_usd'])}, sub "
-        f"{_usd(t['sub_cost_usd'])}){judge}: the sum of the runs' ledgers",
+        f"{_usd(t['sub_cost_usd'])}): the sum of the runs' ledgers{judge}",
         "",
         "## Configurations",
         "",

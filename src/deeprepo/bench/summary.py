@@ -86,6 +86,14 @@ def economics(
     root_mean = root_cost / runs
     per_call = sub_cost / billed_sub_calls if billed_sub_calls else None
     base.update(root_cost_per_run=root_mean, sub_cost_per_call=per_call)
+    measured_total = (root_cost + sub_cost) / runs
+    base["measured"] = {  # the seeds' "(actual)" row: the mean run as it was
+        "sub_calls": billed_sub_calls / runs,
+        "sub_cost_usd": sub_cost / runs,
+        "root_cost_usd": root_mean,
+        "total_cost_usd": measured_total,
+        "sub_share": sub_cost / runs / measured_total if measured_total > 0 else None,
+    }
     if per_call is None:
         base["note"] = "no billed sub-calls measured"
         return base
