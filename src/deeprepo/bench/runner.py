@@ -32,6 +32,7 @@ from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
 from deeprepo.report.rundir import check_out_dir, make_out_dir
+from deeprepo.report.trajectory import set_aside
 
 __all__ = [
     "FINISHED_STOPS",
@@ -297,7 +298,7 @@ def read_cell(cell: Cell) -> CellResult:
         return result
     result.status = "done"
     verdict = _read_json(cell.dir / JUDGE_FILE)
-    if isinstance(verdict, dict):
+    if isinstance(verdict, dict) and not verdict.get("error"):  # a failed verdict is retried
         result.judge = JudgeVerdict.from_dict(verdict)
     return result
 
@@ -305,6 +306,9 @@ def read_cell(cell: Cell) -> CellResult:
 async def _run_cell(plan: BenchPlan, cell: Cell, allowance: float | None) -> None:
     s = plan.bench.bench
     make_out_dir(cell.dir)
+    # An earlier attempt's files go aside (*.prev.*) now, not only once the run has started,
+    # so a run that fails early cannot be read back as that attempt's figures.
+    set_aside(cell.dir)
     (cell.dir / CELL_FILE).write_text(json.dumps(_marker(cell), indent=2) + "\n", "utf-8")
     (cell.dir / JUDGE_FILE).unlink(missing_ok=True)  # a verdict on an earlier run is stale
     c = cell.config
