@@ -205,9 +205,9 @@ def prepare(
         except UsageError as exc:
             raise UsageError(f"--judge: {exc}") from None
         _check_key(judge_spec, environ, "--judge")
-    make_out_dir(out)
-    repos = resolve_repos(bench.repo, base, out / "tasks")
+    repos = resolve_repos(bench.repo, base, out / "tasks")  # generating writes tasks/ only
     truths = {r.id: load_ground_truth(r.ground_truth) for r in repos if r.ground_truth}
+    make_out_dir(out)
     cells = [
         Cell(c, r, k, out / "runs" / c.name / r.id / f"r{k}")
         for c in bench.config
