@@ -166,6 +166,12 @@ def test_bad_toml_and_missing_keys_are_one_line_exit_2(tmp_path: Path) -> None:
     proc = run_cli("bench", str(bad), "--out", str(tmp_path / "o3"))
     assert proc.returncode == 2 and "config 'a': unknown --prompt 'terse'" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and not (tmp_path / "o3").exists()
+    bad.write_text(
+        '[[repo]]\npath = "gone"\n[[config]]\nname = "a"\nroot = "scripted/expert"\nsub = "static"\n'
+    )
+    proc = run_cli("bench", str(bad), "--out", str(tmp_path / "o4"))
+    assert proc.returncode == 2 and "repo[1].path gone is not a directory" in proc.stderr
+    assert not (tmp_path / "o4").exists()
 
 
 PRICES = {
