@@ -39,6 +39,7 @@ ACCEPTED = {
             ("analyze", "--cache-dir"),
             ("baseline", "--cache-dir"),
             ("tasks generate", "OUT_DIR"),
+            ("bench", "--out"),
         )
         for v in ("-5", "0", "abc", "nan", "{missing}", "{dir}")
     ),
@@ -63,6 +64,12 @@ ACCEPTED = {
     *(("models", "PATTERN", v) for v in BAD_VALUES),
     # The page's file name: any name in an existing folder (an existing file is rewritten).
     *(("view", "--output", v) for v in ("-5", "0", "abc", "nan", "{file}")),
+    # A PNG goes where -o says, whatever its name (an existing file is replaced).
+    *(
+        (cmd, "--out", v)
+        for cmd in ("plot bench", "plot training")
+        for v in ("-5", "0", "abc", "nan", "{missing}", "{file}")
+    ),
 }
 
 
@@ -104,6 +111,21 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
     (tmp_path / "train.toml").write_text("threads = 1\n[sft]\nsteps = 1\n[grpo]\nsteps = 1\n")
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "results.jsonl").write_text(json.dumps(rollout) + "\n")
+    bench_toml = tmp_path / "bench.toml"
+    bench_toml.write_text(
+        f'[[repo]]\npath = "{EXAMPLE}"\n[[config]]\nname = "e"\nroot = "scripted/expert"\n'
+        'sub = "static"\n'
+    )
+    bench_dir = tmp_path / "a-bench"
+    bench_dir.mkdir()
+    (bench_dir / "bench.json").write_text('{"configs": []}\n')
+    train_log = tmp_path / "train.jsonl"
+    train_log.write_text(
+        "".join(
+            json.dumps({"step": i, "reward_mean": 0.1 * i, "turns_mean": 5}) + "\n"
+            for i in range(3)
+        )
+    )
     return {
         "eval": tmp_path / "eval",
         "train": tmp_path / "train.toml",
@@ -115,6 +137,9 @@ def fixtures(tmp_path: Path) -> dict[str, Path]:
         "res_b": results[1],
         "out": tmp_path / "out",
         "run": _run_folder(tmp_path / "run"),
+        "bench_toml": bench_toml,
+        "bench_dir": bench_dir,
+        "train_log": train_log,
     }
 
 
@@ -145,6 +170,9 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "runs show": (["0123456789ab"], []),
         "runs export": (["0123456789ab"], []),
         "view": ([str(fx["run"])], []),
+        "bench": ([str(fx["bench_toml"])], ["--out", str(fx["out"])]),
+        "plot bench": ([str(fx["bench_dir"])], ["--out", str(fx["out"] / "b.png")]),
+        "plot training": ([str(fx["train_log"])], ["--out", str(fx["out"] / "t.png")]),
     }[command]
 
 

@@ -58,6 +58,7 @@ def _register() -> None:
         ("deeprepo.cli.eval_cmd", "eval_command", "eval"),
         ("deeprepo.cli.models_cmd", "models_command", "models"),
         ("deeprepo.cli.view_cmd", "view_command", "view"),
+        ("deeprepo.cli.bench_cmd", "bench_command", "bench"),
     ):
         try:
             mod = __import__(module, fromlist=[attr])
@@ -75,6 +76,9 @@ def _register() -> None:
         app.add_typer(
             export_app, name="export", help="Export runs as SFT data; GGUF models as checkpoints."
         )
+    from deeprepo.cli.plot_cmd import plot_app
+
+    app.add_typer(plot_app, name="plot", help="Draw PNG plots from a bench or a training log.")
     try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:
