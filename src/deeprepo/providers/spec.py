@@ -8,6 +8,7 @@ A spec names a provider and the provider's own model id. The forms are::
     scripted/<policy>            a built-in scripted root policy (no network)
     static                       the built-in static-analysis worker (no network)
     oracle                       the built-in ground-truth worker (no network)
+    local/<name>                 a managed llama.cpp model (``deeprepo local setup``)
 """
 
 from __future__ import annotations
@@ -27,12 +28,14 @@ __all__ = [
 
 REMOTE_PROVIDERS = ("anthropic", "openai", "openrouter")
 BUILTIN_PROVIDERS = ("scripted", "static", "oracle")
+#: Models deeprepo runs itself on this machine (no key, no network, $0).
+LOCAL_PROVIDER = "local"
 # Built-ins whose spec is the bare word (no ``/<name>`` part).
 _BARE_BUILTINS = ("static", "oracle")
 
 VALID_FORMS = (
     "anthropic/<model>, openai/<model> (add --base-url for an OpenAI-compatible server), "
-    "openrouter/<org>/<model>, scripted/<policy>, static, oracle"
+    "openrouter/<org>/<model>, scripted/<policy>, static, oracle, local/<name>"
 )
 
 
@@ -75,7 +78,7 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
         if base_url:
             raise ConfigError(f"{provider!r} is a built-in model; it takes no base URL")
         return ModelSpec(provider, "", None)
-    if provider not in REMOTE_PROVIDERS and provider != "scripted":
+    if provider not in REMOTE_PROVIDERS and provider not in ("scripted", LOCAL_PROVIDER):
         raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
     model = model.strip()
     if not model or model.endswith("/"):
@@ -85,7 +88,7 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
             f"model spec {text!r}: OpenRouter models are <org>/<model>, "
             "e.g. openrouter/minimax/minimax-m2.5"
         )
-    if provider == "scripted":
+    if provider in ("scripted", LOCAL_PROVIDER):
         if base_url:
             raise ConfigError(f"{text!r} is a built-in model; it takes no --base-url")
         return ModelSpec(provider, model, None)
