@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 WINDOW_LINES = 120
 #: A worker's answer is a short JSON list; a model that loops stops here.
 WORKER_MAX_TOKENS = 768
+#: llama.cpp's JSON mode (a grammar: the answer parses) and a mild guard against loops.
+_JSON_MODE: dict[str, Any] = {"response_format": {"type": "json_object"}, "repeat_penalty": 1.1}
 _extra_params: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "deeprepo_local_extra_params", default=None
 )
@@ -110,10 +112,30 @@ class LocalModel:
             blocks = extract_file_blocks(text) if FILE_AUDIT_INSTRUCTIONS in text else []
             if blocks:
                 return await self._audit(model, request, blocks)
+            if "json" in (text + (request.system or "")).lower():
+                return await self._json_call(model, request)
         completion = await model.complete(request)
         return Completion(
             completion.text, completion.usage, self.name, completion.finish_reason, None
         )
+
+    async def _json_call(self, model: _ServerModel, request: ChatRequest) -> Completion:
+        """Any other worker prompt that asks for JSON (cross-file flows, checks of a
+        finding): JSON mode, a short answer, and the findings re-emitted cleanly."""
+        capped = ChatRequest(
+            request.messages,
+            request.system,
+            min(request.max_tokens, WORKER_MAX_TOKENS * 2),
+            0.0 if request.temperature is None else request.temperature,
+        )
+        token = _extra_params.set(_JSON_MODE)
+        try:
+            completion = await model.complete(capped)
+        finally:
+            _extra_params.reset(token)
+        parsed = parse_findings(completion.text)
+        text = json.dumps({"findings": parsed.findings}) if parsed.ok else completion.text
+        return Completion(text, completion.usage, self.name, completion.finish_reason, None)
 
     async def _audit(
         self, model: _ServerModel, request: ChatRequest, blocks: list[tuple[str, str, int]]
@@ -136,9 +158,7 @@ class LocalModel:
                 max_tokens=min(request.max_tokens, WORKER_MAX_TOKENS),
                 temperature=temperature,
             )
-            token = _extra_params.set(
-                {"response_format": {"type": "json_object"}, "repeat_penalty": 1.1}
-            )
+            token = _extra_params.set(_JSON_MODE)
             try:
                 completion = await model.complete(sub_request)
             except ProviderError as exc:
