@@ -224,7 +224,8 @@ def test_a_malformed_worker_answer_never_crashes_the_run(tmp_path: Path) -> None
                 env=env, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "were not JSON" in r.stderr  # said, not hidden
-    assert (out / "report.md").is_file()
+    notes = json.loads((out / "metrics.json").read_text())["notes"]
+    assert any("worker answer(s) were not JSON" in n for n in notes)
 
 
 def test_the_server_dies_with_its_parent_even_on_kill_9(tmp_path: Path) -> None:

@@ -84,6 +84,8 @@ class LocalModel:
         self._inner: _ServerModel | None = None
         self._start_lock: asyncio.Lock | None = None
         self._start_loop: asyncio.AbstractEventLoop | None = None
+        self.answers = 0  # worker answers read (one per file slice)
+        self.unreadable = 0  # of which were not JSON: read as no findings
 
     @property
     def name(self) -> str:
@@ -173,8 +175,10 @@ class LocalModel:
                 _extra_params.reset(token)
             usage = usage + completion.usage
             parsed = parse_findings(completion.text)
+            self.answers += 1
             if not parsed.ok:
                 unreadable += 1
+                self.unreadable += 1
             dropped += parsed.dropped
             for item in parsed.findings:
                 if start <= item["line"] < start + count:
@@ -191,6 +195,15 @@ class LocalModel:
         if notes:
             reply["notes"] = notes
         return Completion(json.dumps(reply), usage, self.name, "stop", None)
+
+    def run_notes(self) -> list[str]:
+        """What a run's outputs should say about this model's answers."""
+        if not self.unreadable:
+            return []
+        return [
+            f"{self.name}: {self.unreadable} of {self.answers} worker answer(s) were not JSON "
+            "and were read as no findings"
+        ]
 
     async def aclose(self) -> None:
         inner, self._inner = self._inner, None

@@ -341,6 +341,9 @@ async def analyze(
             result.notes.append(sandbox_note)
         if isinstance(sub_model, StaticWorker):
             result.notes.extend(unread_notes(sub_model.unread_files()))
+        model_notes = getattr(sub_model, "run_notes", None)  # local models: unreadable answers
+        if callable(model_notes):
+            result.notes.extend(model_notes())
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
