@@ -252,3 +252,18 @@ def test_the_server_dies_with_its_parent_even_on_kill_9(tmp_path: Path) -> None:
     while _pid_alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _pid_alive(server_pid)
+
+
+def test_eval_takes_a_local_worker(tmp_path: Path) -> None:
+    env = _fake_home(tmp_path)
+    out = tmp_path / "eval"
+    r = run_cli("eval", "--sub", "local/smollm2-135m", "--generate", "small:seed=3:lang=python",
+                "-n", "1", "-r", "1", "--out", str(out), "-q", env=env, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    requests = Path(env["FAKE_LLAMA_LOG"]).read_text().splitlines()
+    assert requests and all('"json_object"' in q for q in requests)
+    results = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(results) == 1
+    (row,) = results
+    assert row["sub_model"] == "local/smollm2-135m" and row["total_cost_usd"] == 0.0
+    assert row["files_covered"] == row["coverable_files"] > 0
