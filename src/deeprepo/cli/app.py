@@ -64,7 +64,9 @@ def _register() -> None:
         app.command(name)(getattr(mod, attr))
     from deeprepo.cli.local_cmd import local_app
 
-    app.add_typer(local_app, name="local", help="Local models (llama.cpp): setup, list, status, serve.")
+    app.add_typer(
+        local_app, name="local", help="Local models (llama.cpp): setup, list, status, serve."
+    )
     try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:

@@ -30,8 +30,15 @@ def answer(body):
     for line in text.split("\n"):
         m = LINE_RE.match(line)
         if m and TRIGGER in m.group(2):
-            findings.append({"line": m.group(1), "kind": "code-injection", "cwe": "CWE-95",
-                             "severity": "high", "title": "eval of input"})
+            findings.append(
+                {
+                    "line": m.group(1),
+                    "kind": "code-injection",
+                    "cwe": "CWE-95",
+                    "severity": "high",
+                    "title": "eval of input",
+                }
+            )
     return json.dumps({"findings": findings})
 
 
@@ -57,13 +64,26 @@ class Handler(BaseHTTPRequestHandler):
                 fh.write(json.dumps({"pid": os.getpid(), "body": body}) + "\n")
         text = answer(body)
         prompt_tokens = sum(len(m["content"]) for m in body["messages"]) // 4
-        self._send({
-            "id": "x", "object": "chat.completion", "created": 0, "model": args.model_alias,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text) // 4,
-                      "total_tokens": prompt_tokens + len(text) // 4},
-        })
+        self._send(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": args.model_alias,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": text},
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(text) // 4,
+                    "total_tokens": prompt_tokens + len(text) // 4,
+                },
+            }
+        )
 
 
 threading.Timer(300, lambda: os._exit(0)).start()  # never outlive a broken test
