@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 #: Lines of one file a worker call reads at most (a 1.5B model loses track past this).
 WINDOW_LINES = 120
 #: A worker's answer is a short JSON list; a model that loops stops here.
-WORKER_MAX_TOKENS = 768
+WORKER_MAX_TOKENS = 512
 #: llama.cpp's JSON mode (a grammar: the answer parses) and a mild guard against loops.
 _JSON_MODE: dict[str, Any] = {"response_format": {"type": "json_object"}, "repeat_penalty": 1.1}
 _extra_params: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(

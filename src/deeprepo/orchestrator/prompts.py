@@ -189,14 +189,15 @@ NO_CODE_NOTE = (
 
 
 # Small local models (local/<name>): one file (or slice) per call, a short instruction
-# set, JSON mode on the server. Long lists of categories make them report every one.
+# set, JSON mode on the server. No "answer {"findings": []} if clean" line: a 1.5B model
+# copies that example for every file (measured: 0 findings on the bundled example).
 SMALL_WORKER_SYSTEM_PROMPT = """You are a code security auditor. Answer with JSON only."""
 
-SMALL_FILE_AUDIT_INSTRUCTIONS = """Find security vulnerabilities and real bugs in the code below. \
-Report only problems you can point to on a numbered line. Do not report style.
+SMALL_FILE_AUDIT_INSTRUCTIONS = """List the security vulnerabilities in the code below: injection (SQL, \
+shell command, eval), weak password hashing (MD5, SHA-1), hardcoded secrets, unsafe deserialization, \
+path traversal, XSS, missing authorisation. Give the line number of each. Skip code that is safe.
 Answer JSON: {"findings": [{"line": <line number>, "kind": "<e.g. sql-injection>", "cwe": "CWE-<n>", \
-"severity": "high|medium|low", "title": "<short>", "fix": "<short>"}]}
-If there is no problem, answer {"findings": []}."""
+"severity": "high|medium|low", "title": "<short>", "fix": "<short>"}]}"""
 
 
 def small_file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
