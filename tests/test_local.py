@@ -267,3 +267,28 @@ def test_eval_takes_a_local_worker(tmp_path: Path) -> None:
     (row,) = results
     assert row["sub_model"] == "local/smollm2-135m" and row["total_cost_usd"] == 0.0
     assert row["files_covered"] == row["coverable_files"] > 0
+
+
+def test_runs_reuse_a_local_serve_server_and_leave_it_running(tmp_path: Path) -> None:
+    env = _fake_home(tmp_path)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "deeprepo", "local", "serve", "--model", "smollm2-135m"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **env},
+    )  # fmt: skip
+    try:
+        assert serve.stdout is not None
+        assert "serving local/smollm2-135m at http://127.0.0.1:" in serve.stdout.readline()
+        state = json.loads((tmp_path / "home" / "run" / "smollm2-135m.json").read_text())
+        r = run_cli("analyze", str(EXAMPLE), "--sub", "local/smollm2-135m", "--out",
+                    str(tmp_path / "run"), env=env, timeout=300)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        pids = {json.loads(q)["pid"] for q in Path(env["FAKE_LLAMA_LOG"]).read_text().splitlines()}
+        assert pids == {state["pid"]} and _pid_alive(state["pid"])  # reused, not stopped
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _pid_alive(state["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pid_alive(state["pid"])
+    assert not (tmp_path / "home" / "run" / "smollm2-135m.json").exists()
