@@ -97,6 +97,9 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
         "tasks generate": ([str(fx["out"])], []),
+        # --model is their only value: a bad one is refused before any download or server.
+        "local setup": ([], []),
+        "local serve": ([], []),
     }[command]
 
 
