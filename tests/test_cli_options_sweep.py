@@ -173,6 +173,9 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
         "bench": ([str(fx["bench_toml"])], ["--out", str(fx["out"])]),
         "plot bench": ([str(fx["bench_dir"])], ["--out", str(fx["out"] / "b.png")]),
         "plot training": ([str(fx["train_log"])], ["--out", str(fx["out"] / "t.png")]),
+        # --model is their only value: a bad one is refused before any download or server.
+        "local setup": ([], []),
+        "local serve": ([], []),
     }[command]
 
 

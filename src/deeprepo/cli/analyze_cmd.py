@@ -169,14 +169,15 @@ def analyze_command(
     root: Annotated[
         str | None,
         typer.Option(
-            help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>. "
+            help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>, "
+            "local/<name> (deeprepo local setup). "
             "Default: from the keys in the environment; scripted/expert offline."
         ),
     ] = None,
     sub: Annotated[
         str | None,
         typer.Option(
-            help="Sub-LLM worker spec (same forms, or static). Default: from keys; static offline."
+            help="Sub-LLM worker spec (same forms, static, or local/<name>). Default: from keys; static offline."
         ),
     ] = None,
     root_base_url: Annotated[
@@ -196,7 +197,10 @@ def analyze_command(
         typer.Option("--out", help="Output directory (default: a new one under ./deeprepo-runs/)."),
     ] = None,
     prompt: Annotated[
-        str, typer.Option(help="Root system prompt: default or exhaustive.")
+        str,
+        typer.Option(
+            help="Root system prompt: default, exhaustive, or small (for small local models)."
+        ),
     ] = "default",
     max_turns: Annotated[int, typer.Option(help="Root turns before the final submit turn.")] = 20,
     max_cost: Annotated[

@@ -79,6 +79,11 @@ def _register() -> None:
     from deeprepo.cli.plot_cmd import plot_app
 
     app.add_typer(plot_app, name="plot", help="Draw PNG plots from a bench or a training log.")
+    from deeprepo.cli.local_cmd import local_app
+
+    app.add_typer(
+        local_app, name="local", help="Local models (llama.cpp): setup, list, status, serve."
+    )
     try:
         from deeprepo.cli.tasks_cmd import tasks_app
     except ModuleNotFoundError:

@@ -34,8 +34,8 @@ from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
-from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.report.viewer import viewer_on_failure
+from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root
 from deeprepo.textsafe import escape_name
@@ -398,6 +398,9 @@ async def _analyze(
             result.notes.append(f"calls.jsonl is incomplete: {call_log.failed}")
         if isinstance(sub_model, StaticWorker):
             result.notes.extend(unread_notes(sub_model.unread_files()))
+        model_notes = getattr(sub_model, "run_notes", None)  # local models: unreadable answers
+        if callable(model_notes):
+            result.notes.extend(model_notes())
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,

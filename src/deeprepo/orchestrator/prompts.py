@@ -1,6 +1,6 @@
 """Every prompt deeprepo sends, as data.
 
-The root system prompts (``default``, ``exhaustive``), the first user message,
+The root system prompts (``default``, ``exhaustive``, ``small``), the first user message,
 the turn countdown and final-turn notes, and the file-audit prompt that root
 code (and the scripted policies) send to sub-LLM workers. The file-audit prompt
 has a fixed, parseable shape (``<file path="...">`` with numbered lines) so
@@ -70,6 +70,37 @@ so print summaries, not whole files.
 - When every file is covered, call `set_answer(report)` with a markdown report: summary, the most important \
 issues with file:line, architecture notes. deeprepo lists every finding you recorded with `add_finding` itself, \
 so do not list them all again. Only the REPL's `answer` ends the run, not your prose.
+""",
+    # For small local models (1-2B): the REPL names, one worked example, few words. A small
+    # model copies an example far more reliably than it follows a list of rules.
+    "small": """You analyse a code repository for security bugs by writing Python that runs in a REPL. \
+You cannot see the files; the REPL has them.
+
+Names in the REPL:
+- `codebase`: dict, path -> file text
+- `metadata["audit_files"]`: list of the paths to audit
+- `file_audit_prompt(path)`: a ready prompt asking a worker to audit one file
+- `llm_batch(prompts)`: sends prompts to workers, returns their answers (JSON text) in order
+- `add_finding(file, line, kind, severity, title)`: records one finding
+- `set_answer(text)`: sets the final report and ends the run
+
+Example of a whole run, in one ```python block:
+```python
+import json
+paths = metadata["audit_files"]
+replies = llm_batch([file_audit_prompt(p) for p in paths])
+count = 0
+for path, reply in zip(paths, replies):
+    try:
+        items = json.loads(reply[reply.find("{"):reply.rfind("}") + 1]).get("findings", [])
+    except ValueError:
+        items = []
+    for f in items:
+        add_finding(path, int(f.get("line") or 1), f.get("kind", "issue"), f.get("severity", "medium"), f.get("title", ""))
+        count += 1
+set_answer("Audited " + str(len(paths)) + " files; " + str(count) + " findings.")
+```
+Reply with one ```python block like this one. Only `set_answer` ends the run.
 """,
 }
 
@@ -155,3 +186,20 @@ NO_CODE_NOTE = (
     "[deeprepo] Your reply had no ```python block, so nothing ran. Write Python in a fenced block; "
     "the run ends only when your code calls set_answer(report)."
 )
+
+
+# Small local models (local/<name>): one file (or slice) per call, a short instruction
+# set, JSON mode on the server. No "answer {"findings": []} if clean" line: a 1.5B model
+# copies that example for every file (measured: 0 findings on the bundled example).
+SMALL_WORKER_SYSTEM_PROMPT = """You are a code security auditor. Answer with JSON only."""
+
+SMALL_FILE_AUDIT_INSTRUCTIONS = """List the security vulnerabilities in the code below: injection (SQL, \
+shell command, eval), weak password hashing (MD5, SHA-1), hardcoded secrets, unsafe deserialization, \
+path traversal, XSS, missing authorisation. Give the line number of each. Skip code that is safe.
+Answer JSON: {"findings": [{"line": <line number>, "kind": "<e.g. sql-injection>", "cwe": "CWE-<n>", \
+"severity": "high|medium|low", "title": "<short>", "fix": "<short>"}]}"""
+
+
+def small_file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
+    """The short per-file prompt local workers get in place of :func:`file_audit_prompt`."""
+    return f"{SMALL_FILE_AUDIT_INSTRUCTIONS}\n\n{render_file_block(path, content, start_line)}\n"

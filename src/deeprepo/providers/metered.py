@@ -76,6 +76,14 @@ class MeteredModel:
         self.budget = budget
         if budget is not None:
             budget.attach(ledger)
+        # A model may cap its own concurrency and ask for longer calls (a local llama.cpp
+        # server answers one request at a time, slowly): queued calls must not time out.
+        cap = getattr(model, "max_concurrency", None)
+        if isinstance(cap, int) and cap >= 1:
+            concurrency = min(concurrency, cap)
+        floor = getattr(model, "min_call_timeout_s", None)
+        if isinstance(floor, int | float) and floor > call_timeout_s:
+            call_timeout_s = float(floor)
         self.concurrency = concurrency
         self.cache = cache
         self.max_retries = max_retries

@@ -5,7 +5,8 @@ file of the same shape (``{"models": {"<spec>": {"input": …, "output": …}}}`
 given as a path or through ``$DEEPREPO_PRICES``; its entries merge field by field
 over the packaged ones. A model missing from both has an *unknown* price: its
 cost is ``None``, never 0. Built-in models (``scripted/*``, ``static``,
-``oracle``) are known and free.
+``oracle``) are known and free, and so are local models (``local/<name>``): they
+run on this machine.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class PriceTable:
 
     def cost(self, model_name: str, usage: Usage) -> float | None:
         """Dollar cost of ``usage`` on ``model_name``: 0.0 for built-ins, None if unknown."""
-        if is_builtin_model(model_name):
+        if is_builtin_model(model_name) or model_name.startswith("local/"):
             return 0.0
         price = self.get(model_name)
         return None if price is None else price.cost(usage)

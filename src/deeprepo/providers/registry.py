@@ -45,6 +45,13 @@ def build_model(
             raise ConfigError(f"{spec.name} takes no options")
         policy: ChatModel = make_policy(spec.model)
         return policy
+    if spec.provider == "local":
+        from deeprepo.local.catalog import get_model
+        from deeprepo.local.provider import LocalModel
+
+        if builtin_kwargs:
+            raise ConfigError(f"{spec.name} takes no options")
+        return LocalModel(get_model(spec.model), role=role, env=env, timeout_s=timeout_s)
     if spec.provider in ("static", "oracle"):
         from deeprepo.workers import make_worker
 

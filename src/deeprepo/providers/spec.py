@@ -10,6 +10,7 @@ A spec names a provider and the provider's own model id. The forms are::
     oracle                       the built-in ground-truth worker (no network)
     hf/<path>                    a local transformers checkpoint folder or .gguf file, run in
                                  this process (``providers/hf_local.py``; the train extra)
+    local/<name>                 a managed llama.cpp model (``deeprepo local setup``)
 """
 
 from __future__ import annotations
@@ -33,12 +34,15 @@ BUILTIN_PROVIDERS = ("scripted", "static", "oracle")
 # Models run in this process from local weights: free and keyless, but not deeprepo's own
 # programs (a checkpoint writes untrusted code like any model).
 LOCAL_PROVIDERS = ("hf",)
+#: Models deeprepo runs itself on this machine (no key, no network, $0).
+LOCAL_PROVIDER = "local"
 # Built-ins whose spec is the bare word (no ``/<name>`` part).
 _BARE_BUILTINS = ("static", "oracle")
 
 VALID_FORMS = (
     "anthropic/<model>, openai/<model> (add --base-url for an OpenAI-compatible server), "
-    "openrouter/<org>/<model>, scripted/<policy>, static, oracle, hf/<checkpoint folder or .gguf>"
+    "openrouter/<org>/<model>, scripted/<policy>, static, oracle, local/<name>, "
+    "hf/<checkpoint folder or .gguf>"
 )
 
 
@@ -94,7 +98,7 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
         if base_url:
             raise ConfigError(f"{text!r} runs in this process; it takes no base URL")
         return ModelSpec(provider, path, None)
-    if provider not in REMOTE_PROVIDERS and provider != "scripted":
+    if provider not in REMOTE_PROVIDERS and provider not in ("scripted", LOCAL_PROVIDER):
         raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
     model = model.strip()
     if not model or model.endswith("/"):
@@ -104,7 +108,7 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
             f"model spec {text!r}: OpenRouter models are <org>/<model>, "
             "e.g. openrouter/minimax/minimax-m2.5"
         )
-    if provider == "scripted":
+    if provider in ("scripted", LOCAL_PROVIDER):
         if base_url:
             raise ConfigError(f"{text!r} is a built-in model; it takes no --base-url")
         return ModelSpec(provider, model, None)
