@@ -30,12 +30,31 @@ _SCRUBBED_ENV = (
 )
 
 
+def _real_data_home() -> Path:
+    from deeprepo.local.paths import data_home
+
+    return data_home()
+
+
+#: Installed local models and their runtime (``deeprepo local setup``) stay visible to the
+#: local_model tier from the private homes below; nothing else of the real home does.
+_REAL_HOME = _real_data_home()
+
+
+def _home(path: Path) -> str:
+    for name in ("models", "runtime"):
+        real = _REAL_HOME / name
+        if real.is_dir() and not (path / name).exists():
+            (path / name).symlink_to(real, target_is_directory=True)
+    return str(path)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # Set before any module- or session-scoped fixture runs the CLI (function-scoped
     # monkeypatching comes too late for those): no test writes into the real data home.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home-session")))
+        mp.setenv("DEEPREPO_HOME", _home(tmp_path_factory.mktemp("deeprepo-home-session")))
         mp.delenv("DEEPREPO_NO_LOG", raising=False)
         yield
 
@@ -49,7 +68,7 @@ def _offline_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempP
     cache_dir: Path = tmp_path_factory.mktemp("response-cache")
     monkeypatch.setenv("DEEPREPO_CACHE_DIR", str(cache_dir))
     # The run log (and anything else under the data home) goes to a private folder.
-    monkeypatch.setenv("DEEPREPO_HOME", str(tmp_path_factory.mktemp("deeprepo-home")))
+    monkeypatch.setenv("DEEPREPO_HOME", _home(tmp_path_factory.mktemp("deeprepo-home")))
     monkeypatch.delenv("DEEPREPO_NO_LOG", raising=False)
 
 
