@@ -96,11 +96,16 @@ def test_offline_example_end_to_end_then_resume(tmp_path: Path) -> None:
     changed = [p for p in _metrics_files(out) if p.stat().st_mtime_ns != stamps[p]]
     assert changed == [lazy]
 
-    # The behaviour label is read from each run's metrics.json when a run has one.
+    # Every run now labels its behaviour; bench reads the label from each run's metrics.json,
+    # and shows "-" for a run folder written before the label existed.
+    assert json.loads(lazy.read_text())["behaviour"]["label"] == "no-delegation"
     expert = out / "runs" / "expert" / "vulnapi" / "r1" / "metrics.json"
     m = json.loads(expert.read_text())
     m["behaviour"] = {"label": "delegator"}
     expert.write_text(json.dumps(m))
+    m = json.loads(lazy.read_text())
+    del m["behaviour"]
+    lazy.write_text(json.dumps(m))
     proc = run_cli("bench", str(OFFLINE), "--out", str(out), timeout=300)
     assert proc.returncode == 0, proc.stderr
     configs = {c["name"]: c for c in _bench(out)["configs"]}
