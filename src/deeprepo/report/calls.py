@@ -22,7 +22,7 @@ from typing import Any
 
 from deeprepo.providers.base import ChatRequest
 from deeprepo.providers.ledger import LLMCall
-from deeprepo.report.trajectory import drop_torn_tail
+from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
 __all__ = ["TEXT_LIMIT", "CallLog", "read_calls"]
 
@@ -130,19 +130,7 @@ class CallLog:
 
 def read_calls(path: Path) -> list[dict[str, Any]]:
     """Every complete record of ``path`` (none when it is absent; a torn last line is ignored)."""
-    if not path.is_file():
-        return []
-    records: list[dict[str, Any]] = []
-    # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085, \x1c … which
-    # json.dumps(ensure_ascii=False) leaves raw inside strings, and would tear the record.
-    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    return read_trajectory(path) if path.is_file() else []
 
 
 def _last_seq(path: Path) -> int:
