@@ -32,3 +32,21 @@ def test_call_records_with_unicode_line_separators_read_back_whole(tmp_path: Pat
         (1, SEPARATORS),
         (2, SEPARATORS),
     ]
+
+
+def test_training_readers_keep_records_whole(tmp_path: Path) -> None:
+    from deeprepo.plots.training import read_train_log
+    from deeprepo.train.sft import read_examples
+
+    examples = tmp_path / "sft.jsonl"
+    messages = [
+        {"role": "user", "content": "a\u2028b\x1cc"},
+        {"role": "assistant", "content": "d\u0085e"},
+    ]
+    examples.write_text(json.dumps({"messages": messages}, ensure_ascii=False) + "\n", "utf-8")
+    assert [e["messages"] for e in read_examples(examples)] == [messages]
+    log = tmp_path / "train_log.jsonl"
+    log.write_text(
+        json.dumps({"step": 1, "note": "x\u2028y", "reward_mean": 0.5}, ensure_ascii=False) + "\n"
+    )
+    assert [r["note"] for r in read_train_log(log)] == ["x\u2028y"]

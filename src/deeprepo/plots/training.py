@@ -21,7 +21,7 @@ def read_train_log(log_path: Path) -> list[dict[str, Any]]:
     """The step records of ``log_path``, in step order; raises :class:`UsageError` when
     it is missing or holds no step."""
     try:
-        lines = Path(log_path).read_text("utf-8").splitlines()
+        lines = Path(log_path).read_text("utf-8").split("\n")  # "\n" only: see deeprepo.jsonl
     except OSError as exc:
         raise UsageError(f"cannot read {log_path}: {exc.strerror or exc}") from None
     rows: list[dict[str, Any]] = []

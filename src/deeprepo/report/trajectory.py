@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from deeprepo.jsonl import record_lines
 from deeprepo.orchestrator.records import Turn
 
 RUN_FILES = (
@@ -71,9 +72,7 @@ class TrajectoryWriter:
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
     """Read back every complete record (a torn last line from a crash is ignored)."""
     records: list[dict[str, Any]] = []
-    # Split on "\n" only: str.splitlines() also splits on U+2028, U+0085, \x1c … which
-    # json.dumps(ensure_ascii=False) leaves raw inside strings, and would tear the record.
-    for line in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+    for line in record_lines(path.read_text(encoding="utf-8", errors="replace")):
         try:
             record = json.loads(line)
         except json.JSONDecodeError:

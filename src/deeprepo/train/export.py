@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.errors import DeeprepoError, UsageError
+from deeprepo.jsonl import record_lines
 from deeprepo.orchestrator import prompts
 from deeprepo.report.trajectory import read_trajectory
 
@@ -136,7 +137,7 @@ def find_sources(paths: Sequence[Path]) -> list[Path]:
 
 def read_runs(source: Path) -> Iterator[RunRecord]:
     """The runs in one file: one for a trajectory, one per rollout for results."""
-    lines = [ln for ln in source.read_text("utf-8", errors="replace").splitlines() if ln.strip()]
+    lines = record_lines(source.read_text("utf-8", errors="replace"))
     first: Any = None
     for ln in lines:
         try:

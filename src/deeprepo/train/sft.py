@@ -126,7 +126,7 @@ def expert_examples(sft: SftSection, config: TrainConfig) -> tuple[list[dict[str
 def read_examples(path: Path) -> list[dict[str, Any]]:
     """The examples of a JSONL file; one line per example, each with a ``messages`` list."""
     try:
-        lines = path.read_text("utf-8").splitlines()
+        lines = path.read_text("utf-8").split("\n")  # "\n" only: see deeprepo.jsonl
     except OSError as exc:
         raise ConfigError(f"sft.data {path}: cannot read it ({exc.strerror or exc})") from None
     examples: list[dict[str, Any]] = []
