@@ -33,7 +33,9 @@ def run_export(target):
 CODEBASE = {"app/routes.py": ROUTE, "app/service.py": HOP, "app/sink.py": SINK}
 
 
-def _namespace(answer: Callable[[str], list[dict[str, Any]] | None]) -> dict[str, Any]:
+def _namespace(
+    answer: Callable[[str], list[dict[str, Any]] | None], parallel: int | None = 8
+) -> dict[str, Any]:
     recorded: list[dict[str, Any]] = []
 
     def audit(path: str, start: int = 1, end: int | None = None) -> str:
@@ -55,6 +57,7 @@ def _namespace(answer: Callable[[str], list[dict[str, Any]] | None]) -> dict[str
         "add_finding": lambda *a, **k: recorded.append({"args": a, **k}),
         "recorded": recorded,
         "VERIFY": True,
+        "metadata": {"workers": {"model": "test", "parallel": parallel}},
     }
     exec(programs._HELPERS, ns)
     return ns
@@ -106,3 +109,27 @@ def test_a_finding_whose_checks_all_failed_is_kept() -> None:
     ns = _namespace(lambda p: None)
     ns["record"]("app/sink.py", [_finding("app/sink.py", 4)], 1, 50)
     assert ns["verify_pending"]()[2] == 1
+
+
+def test_a_serial_worker_gets_one_check_per_finding() -> None:
+    # A worker that answers one prompt at a time (a local model): each check costs a whole
+    # answer, so a doubtful finding gets its first look only, and no caller chains.
+    asked: list[str] = []
+
+    def answer(prompt: str) -> list[dict[str, Any]]:
+        asked.append(prompt)
+        return [_finding("app/sink.py", 4)]
+
+    parallel = _namespace(lambda p: [])
+    assert len(parallel["verify_checks"](_finding("app/sink.py", 4))) >= 3
+    ns = _namespace(answer, parallel=1)
+    assert ns["SERIAL"] is True
+    ns["record"]("app/sink.py", [_finding("app/sink.py", 4)], 1, 50)
+    ns["record"]("app/service.py", [_finding("app/service.py", 30)], 1, 50)
+    doubtful, checks, kept, dropped = ns["verify_pending"]()
+    assert (doubtful, checks, kept, dropped) == (2, 2, 1, 1)
+    assert len(asked) == 2 and all(p.startswith("Check one") for p in asked)
+
+
+def test_no_metadata_means_not_serial() -> None:
+    assert _namespace(lambda p: [], parallel=None)["SERIAL"] is False

@@ -215,6 +215,18 @@ def test_analyze_with_a_local_worker_end_to_end(tmp_path: Path) -> None:
     assert row["cost_usd"] == 0.0 and metrics["total_cost_usd"] == 0.0
     pids = {q["pid"] for q in requests}
     assert len(pids) == 1 and not _pid_alive(pids.pop())  # one server, stopped at the end
+    # The server answers one prompt at a time, and the root is told so
+    # (metadata["workers"]): no cross-file prompts, at most one check per finding.
+    prompts = [b["messages"][-1]["content"] for b in bodies]
+    assert not [p for p in prompts if p.startswith("Audit these files together")]
+    checks = [p.split("(reported as")[0] for p in prompts if p.startswith("Check one")]
+    assert len(checks) == len(set(checks))
+    turns = [json.loads(line) for line in (out / "trajectory.jsonl").read_text().splitlines()]
+    assert any("one prompt at a time" in str(t.get("output", "")) for t in turns)
+    # ... and one file per worker prompt, so progress and a cut run's coverage are per file.
+    calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
+    sent = [c["prompt"] for c in calls if c["role"] == "sub" and "<file path=" in c["prompt"]]
+    assert sent and all(p.count("<file path=") == 1 for p in sent if "Check one" not in p)
 
 
 def test_a_malformed_worker_answer_never_crashes_the_run(tmp_path: Path) -> None:

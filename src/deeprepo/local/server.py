@@ -34,6 +34,7 @@ __all__ = ["THREADS_ENV", "LocalServer", "acquire", "check_ready", "release"]
 
 THREADS_ENV = "DEEPREPO_LOCAL_THREADS"
 START_TIMEOUT_S = 180.0
+STOP_GRACE_S = 1.0
 
 # Runs in the server's process before llama_cpp.server: exit when the parent is gone.
 _BOOTSTRAP = """\
@@ -196,9 +197,11 @@ class LocalServer:
             _started.discard(self)
             if proc is None or proc.poll() is not None:
                 return
+            # uvicorn's graceful stop waits for the request in flight, which can take a
+            # minute on a CPU; the server keeps no state worth a wait, so it gets a second.
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)

@@ -144,6 +144,12 @@ class Episode:
             **payload["metadata"],
             "audit_files": self.audit_paths,
             "audit_scopes": sorted(self.config.audit_scopes),
+            # How the root should plan its worker calls: a local llama.cpp worker answers one
+            # prompt at a time, so an llm_batch of 100 prompts takes 100 answers' time.
+            "workers": {
+                "model": self.dispatcher.model.name,
+                "parallel": getattr(self.dispatcher.model, "concurrency", None),
+            },
             "architecture": architecture_of(self.codebase).to_dict(limit=200),
         }
         return payload

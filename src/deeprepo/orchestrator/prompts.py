@@ -19,9 +19,10 @@ You never see the files directly. The REPL holds them as data:
 - `codebase`: dict[str, str], relative path -> file text
 - `file_tree`: str, an indented tree of the repository
 - `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped, scopes, \
-audit_files (the files this run must audit), and `architecture` (from imports: components, edges with \
-import counts, component_cycles, module_cycles, fan_in, entry_points with their tests, \
-untested_components, external dependencies)
+audit_files (the files this run must audit), workers (the worker model and how many prompts it \
+answers at once: 1 means llm_batch runs them one after another), and `architecture` (from imports: \
+components, edges with import counts, component_cycles, module_cycles, fan_in, entry_points with their \
+tests, untested_components, external dependencies)
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
 - `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding
@@ -47,9 +48,10 @@ You never see the files directly. The REPL holds them as data:
 - `codebase`: dict[str, str], relative path -> file text
 - `file_tree`: str, an indented tree of the repository
 - `metadata`: dict with files, chars, lines, languages, largest_files, entry_points, skipped, scopes, \
-audit_files (the files this run must audit), and `architecture` (from imports: components, edges with \
-import counts, component_cycles, module_cycles, fan_in, entry_points with their tests, \
-untested_components, external dependencies)
+audit_files (the files this run must audit), workers (the worker model and how many prompts it \
+answers at once: 1 means llm_batch runs them one after another), and `architecture` (from imports: \
+components, edges with import counts, component_cycles, module_cycles, fan_in, entry_points with their \
+tests, untested_components, external dependencies)
 - `llm_query(prompt, system=None) -> str`: ask one sub-LLM worker
 - `llm_batch(prompts) -> list[str]`: ask many workers in parallel (a failed item returns an error string)
 - `add_finding(file, line, kind, severity, title, detail="", fix="", cwe=None, end_line=None)`: record a finding
@@ -190,13 +192,15 @@ NO_CODE_NOTE = (
 
 # Small local models (local/<name>): one file (or slice) per call, a short instruction
 # set, JSON mode on the server. No "answer {"findings": []} if clean" line: a 1.5B model
-# copies that example for every file (measured: 0 findings on the bundled example).
+# copies that example for every file (measured: 0 findings on the bundled example). Nor a real
+# kind as the example of "kind": the 0.5B model gave nearly all of its
+# 72 findings that kind.
 SMALL_WORKER_SYSTEM_PROMPT = """You are a code security auditor. Answer with JSON only."""
 
 SMALL_FILE_AUDIT_INSTRUCTIONS = """List the security vulnerabilities in the code below: injection (SQL, \
 shell command, eval), weak password hashing (MD5, SHA-1), hardcoded secrets, unsafe deserialization, \
 path traversal, XSS, missing authorisation. Give the line number of each. Skip code that is safe.
-Answer JSON: {"findings": [{"line": <line number>, "kind": "<e.g. sql-injection>", "cwe": "CWE-<n>", \
+Answer JSON: {"findings": [{"line": <line number>, "kind": "<short name of the flaw>", "cwe": "CWE-<n>", \
 "severity": "high|medium|low", "title": "<short>", "fix": "<short>"}]}"""
 
 

@@ -108,6 +108,8 @@ def pack(jobs):
     # number of worker calls follows the size of the code, not the number of files.
     texts = [file_audit_prompt(p, s, e) for p, s, e in jobs]
     limit = min(max(PACK_CHARS, sum(map(len, texts)) // 1000), PACK_CHARS_MAX)
+    if SERIAL:
+        limit = 0  # one answer at a time anyway: a prompt per file shows progress and keeps it
     groups, size = [], 0
     for job, text in zip(jobs, texts):
         block = text[text.find("<file path="):]
@@ -315,8 +317,11 @@ def code_lines(ws):
 
 def verify_checks(f):
     # The windows of each check for one finding: the line in two spans of context (workers
-    # miss things; a second look is cheap), then a few call chains that feed it.
+    # miss things; a second look is cheap), then a few call chains that feed it. A serial
+    # worker gets the first look only: each prompt costs a whole answer's time.
     checks = [[window(f["file"], f["line"], VERIFY_RADIUS)], [window(f["file"], f["line"], CALL_RADIUS)]]
+    if SERIAL:
+        return checks[:1]
     chains = []
     for site in call_sites(f["file"], f["line"]):
         back = call_sites(*site)
@@ -373,6 +378,8 @@ all_findings = globals().get("all_findings", [])
 seen_keys = globals().get("seen_keys", set())
 dispatched = globals().get("dispatched", set())
 VERIFY = globals().get("VERIFY", False)
+# Workers that answer one prompt at a time (a local model on a CPU): plan fewer prompts.
+SERIAL = ((globals().get("metadata") or {}).get("workers") or {}).get("parallel") == 1
 pending = globals().get("pending", {})
 """
 
@@ -449,7 +456,9 @@ print(file_tree[:3000])
     + r"""
 sources = audit_paths()
 jobs = audit_jobs(sources)
-flows = flow_jobs(sources)[:MAX_FLOW_PROMPTS]
+flows = [] if SERIAL else flow_jobs(sources)[:MAX_FLOW_PROMPTS]
+if SERIAL:
+    print("the worker answers one prompt at a time: no cross-file prompts, one check per finding")
 print("dispatching", len(jobs), "file slices over", len(sources), "files to audit and",
       len(flows), "cross-file prompts (a file with the modules it imports)")
 added, failed = dispatch(jobs, flows)
