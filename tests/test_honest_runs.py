@@ -156,6 +156,36 @@ def test_sigint_writes_partial_outputs_and_prints_the_resume_command(
     assert _metrics(out)["complete"] is True
 
 
+def test_sigterm_stops_a_background_run_as_ctrl_c_does(big_repo: Path, tmp_path: Path) -> None:
+    # A job started with `&` by a non-interactive shell ignores SIGINT (POSIX): there
+    # `kill` (SIGTERM) is how it is stopped, and it must still write what it has.
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deeprepo", "analyze", str(big_repo), "--out", str(out),
+         "--no-cache"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, COLUMNS="200"),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen = [proc.stderr.readline()]
+    while "turn 1/" not in seen[-1] and seen[-1] and len(seen) < 20:
+        seen.append(proc.stderr.readline())
+    assert "turn 1/" in seen[-1], seen
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)  # ignored, as the shell arranged
+    time.sleep(0.5)
+    assert proc.poll() is None
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    m = _metrics(out)
+    assert m["stop_reason"] == "interrupted" and m["incomplete"] is True
+    assert "SIGTERM" in m["stop_detail"]
+    assert "--resume" in stderr
+
+
 NASTY_TITLE = (
     "[/] closes [bold red]RED \x1b[2J\x1b]0;pwned\x07 back\rover \u202eevil| <script>x</script>"
 )

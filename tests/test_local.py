@@ -281,7 +281,10 @@ def test_eval_takes_a_local_worker(tmp_path: Path) -> None:
     assert row["files_covered"] == row["coverable_files"] > 0
 
 
-def test_runs_reuse_a_local_serve_server_and_leave_it_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_runs_reuse_a_local_serve_server_and_leave_it_running(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     env = _fake_home(tmp_path)
     serve = subprocess.Popen(
         [sys.executable, "-m", "deeprepo", "local", "serve", "--model", "smollm2-135m"],
@@ -297,8 +300,8 @@ def test_runs_reuse_a_local_serve_server_and_leave_it_running(tmp_path: Path) ->
         pids = {json.loads(q)["pid"] for q in Path(env["FAKE_LLAMA_LOG"]).read_text().splitlines()}
         assert pids == {state["pid"]} and _pid_alive(state["pid"])  # reused, not stopped
     finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(timeout=30)
+        serve.send_signal(stop)  # Ctrl-C, or `kill`: both stop it cleanly
+        assert serve.wait(timeout=30) == 130
     deadline = time.monotonic() + 10
     while _pid_alive(state["pid"]) and time.monotonic() < deadline:
         time.sleep(0.2)

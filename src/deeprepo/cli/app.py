@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import warnings
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -122,9 +124,24 @@ def _error_line(message: str, hint: str = "") -> None:
     err.print(f"[bold red]error:[/] {console(text)}{hint}", highlight=False, soft_wrap=True)
 
 
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (``kill``, a supervisor, a CI timeout) stops a run as Ctrl-C does: the
+    episode ends ``interrupted`` and writes what it has. Through the SIGINT handler in
+    force (asyncio's, during a run), or as KeyboardInterrupt where SIGINT is ignored:
+    a background job started by a non-interactive shell ignores SIGINT, so there SIGTERM
+    is the way to stop it."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: every error is one line and its exit code (``exits``)."""
     warnings.formatwarning = _one_line_warning
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         # Not standalone: click would turn Ctrl-C into a silent exit 130 and a bad option
         # into a multi-line box; here both are handled in one place.

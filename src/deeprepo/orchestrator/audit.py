@@ -131,7 +131,7 @@ def shortfall(
 ) -> str:
     """Why the run is incomplete, with the option to change; ``""`` when it is complete."""
     if stop_reason == "interrupted":
-        return "interrupted (Ctrl-C); continue with --resume"
+        return "interrupted (Ctrl-C or SIGTERM); continue with --resume"
     reasons: list[str] = []
     if stats.refused:
         option = _BUDGET_OPTION.get(stats.budget_kind or "", "raise the budget")

@@ -227,7 +227,10 @@ class Episode:
                     task = asyncio.current_task()
                     if task is not None:
                         task.uncancel()  # handled: later awaits (closing the kernel) must run
-                    stop_reason, stop_detail = "interrupted", "interrupted by the user (Ctrl-C)"
+                    stop_reason, stop_detail = (
+                        "interrupted",
+                        "interrupted by the user (Ctrl-C or SIGTERM)",
+                    )
                     break
                 turns.append(turn)
                 findings.extend(new)
