@@ -307,3 +307,33 @@ def test_runs_reuse_a_local_serve_server_and_leave_it_running(
         time.sleep(0.2)
     assert not _pid_alive(state["pid"])
     assert not (tmp_path / "home" / "run" / "smollm2-135m.json").exists()
+
+
+def test_a_finding_is_anchored_on_the_code_it_copied() -> None:
+    from deeprepo.local.provider import _as_finding, anchor_line
+
+    shown = ["import hashlib", "", "def h(p):", "    return hashlib.md5(p).hexdigest()", ""]
+    md5 = "return hashlib.md5(p).hexdigest()"
+    # Lines 10..14 shown. The number alone, when no code was copied (or too little).
+    assert anchor_line({"line": 13}, shown, 10) == 13
+    assert anchor_line({"line": 13, "code": "x"}, shown, 10) == 13
+    # A line that was not shown is dropped, code or not.
+    assert anchor_line({"line": 9, "code": md5}, shown, 10) is None
+    assert anchor_line({"line": 15}, shown, 10) is None
+    # The copied code wins over a miscounted number (whitespace aside) ...
+    assert (
+        anchor_line({"line": 11, "code": "  return  hashlib.md5(p).hexdigest() "}, shown, 10) == 13
+    )
+    assert anchor_line({"line": 13, "code": md5}, shown, 10) == 13
+    # ... and code that is not near the line given is an invented finding.
+    assert anchor_line({"line": 13, "code": "cursor.execute(q % name)"}, shown, 10) is None
+    item = {
+        "line": 11,
+        "code": md5,
+        "why": "passwords cracked fast",
+        "kind": "weak-hash",
+        "end_line": 12,
+    }
+    out = _as_finding(item, 13, "a.py")
+    assert out == {"line": 13, "file": "a.py", "kind": "weak-hash", "detail": "passwords cracked fast",
+                   "title": "passwords cracked fast"}  # fmt: skip

@@ -34,7 +34,7 @@ from deeprepo.providers.base import ChatRequest, Completion, Message, Usage
 from deeprepo.providers.openai_compat import OpenAICompatModel
 from deeprepo.providers.spec import ModelSpec
 
-__all__ = ["WINDOW_LINES", "WORKER_MAX_TOKENS", "LocalModel"]
+__all__ = ["QUOTE_SLACK", "WINDOW_LINES", "WORKER_MAX_TOKENS", "LocalModel", "anchor_line"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,51 @@ class _ServerModel(OpenAICompatModel):
         params = super()._params(request)
         params.update(_extra_params.get() or {})
         return params
+
+
+#: How far (in lines) a copied line of code may sit from the line number given with it.
+QUOTE_SLACK = 3
+
+
+def _squash(code: str) -> str:
+    return " ".join(code.split())
+
+
+def anchor_line(item: dict[str, Any], shown: list[str], start: int) -> int | None:
+    """The line a small model's finding is about, or None to drop it.
+
+    The line number must be among the lines shown. Where the model copied the line's code
+    (``"code"``), that code must be on one of the lines shown within :data:`QUOTE_SLACK`
+    of it: the nearest such line is taken (small models miscount lines), and a finding
+    whose code is nowhere near is dropped (the model invented it). No code: the number.
+    """
+    line = int(item["line"])
+    if not start <= line < start + len(shown):
+        return None
+    quote = _squash(str(item.get("code") or ""))
+    if len(quote) < 4:
+        return line
+    near = [
+        n
+        for n in range(
+            max(start, line - QUOTE_SLACK), min(start + len(shown), line + QUOTE_SLACK + 1)
+        )
+        if _squash(shown[n - start])
+        and (quote in _squash(shown[n - start]) or _squash(shown[n - start]) in quote)
+    ]
+    return min(near, key=lambda n: abs(n - line)) if near else None
+
+
+def _as_finding(item: dict[str, Any], line: int, path: str) -> dict[str, Any]:
+    """The standard finding fields: ``why`` is the detail, and the title when none."""
+    out = {k: v for k, v in item.items() if k not in ("code", "why")}
+    why = str(item.get("why") or "").strip()
+    if why:
+        out.setdefault("detail", why)
+        out.setdefault("title", why[:100])
+    if "end_line" in out and int(out["end_line"]) < line:
+        out.pop("end_line")
+    return {**out, "line": line, "file": path}
 
 
 class LocalModel:
@@ -153,7 +198,7 @@ class LocalModel:
             for i in range(0, max(len(lines), 1), WINDOW_LINES)
         ]  # fmt: skip
         temperature = 0.0 if request.temperature is None else request.temperature
-        for path, text, start, count in windows:
+        for path, text, start, _count in windows:
             sub_request = ChatRequest(
                 (Message("user", small_file_audit_prompt(path, text, start)),),
                 system=SMALL_WORKER_SYSTEM_PROMPT,
@@ -180,17 +225,21 @@ class LocalModel:
                 unreadable += 1
                 self.unreadable += 1
             dropped += parsed.dropped
+            shown = text.split("\n")
             for item in parsed.findings:
-                if start <= item["line"] < start + count:
-                    findings.append({**item, "file": path})
-                else:
-                    dropped += 1  # a line the model was not shown
+                line = anchor_line(item, shown, start)
+                if line is None:
+                    dropped += 1  # a line it was not shown, or code that is not there
+                    continue
+                findings.append(_as_finding(item, line, path))
         notes = []
         if unreadable:
             notes.append(f"{unreadable} of {len(windows)} answer(s) were not JSON")
             log.warning("%s: %s", self.name, notes[-1])
         if dropped:
-            notes.append(f"{dropped} item(s) without a line of the code shown were dropped")
+            notes.append(
+                f"{dropped} item(s) were dropped: no line of the code shown, or code that is not there"
+            )
         reply: dict[str, Any] = {"findings": findings}
         if notes:
             reply["notes"] = notes

@@ -15,7 +15,7 @@ __all__ = ["ParsedReply", "parse_findings"]
 
 _FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 _INT_RE = re.compile(r"\d+")
-_TEXT_FIELDS = ("kind", "cwe", "severity", "title", "detail", "fix")
+_TEXT_FIELDS = ("kind", "cwe", "severity", "title", "detail", "fix", "code", "why")
 
 
 class ParsedReply(NamedTuple):

@@ -191,17 +191,25 @@ NO_CODE_NOTE = (
 
 
 # Small local models (local/<name>): one file (or slice) per call, a short instruction
-# set, JSON mode on the server. No "answer {"findings": []} if clean" line: a 1.5B model
-# copies that example for every file (measured: 0 findings on the bundled example). Nor a real
-# kind as the example of "kind": the 0.5B model gave nearly all of its
-# 72 findings that kind.
+# set, JSON mode on the server. What was measured with Qwen2.5-Coder-1.5B on ten files of
+# two public vulnerable-by-design apps (not the bundled example; docs/local.md):
+# - a list of flaw categories in the prompt made it report its first category ("injection",
+#   CWE-78) on 21 lines of 10 files, none of them right; asked instead to copy the line's
+#   code and say what an attacker could do before naming the flaw, it reported 10, and 2.4x
+#   fewer tokens (it is the same instruction for any code, not tuned to one repository);
+# - "answer {"findings": []} if clean" made it answer that for every file (0 findings);
+# - a real kind as the example of "kind" (sql-injection) was copied onto nearly all of the
+#   0.5B model's 72 findings.
+# The copied code is also checked: a finding whose code is not in the lines shown is
+# dropped, one whose code is a few lines off is moved there (local/provider.py).
 SMALL_WORKER_SYSTEM_PROMPT = """You are a code security auditor. Answer with JSON only."""
 
-SMALL_FILE_AUDIT_INSTRUCTIONS = """List the security vulnerabilities in the code below: injection (SQL, \
-shell command, eval), weak password hashing (MD5, SHA-1), hardcoded secrets, unsafe deserialization, \
-path traversal, XSS, missing authorisation. Give the line number of each. Skip code that is safe.
-Answer JSON: {"findings": [{"line": <line number>, "kind": "<short name of the flaw>", "cwe": "CWE-<n>", \
-"severity": "high|medium|low", "title": "<short>", "fix": "<short>"}]}"""
+SMALL_FILE_AUDIT_INSTRUCTIONS = """Audit the code below for security vulnerabilities. For each one, \
+give its line number, copy that line's code, and say in a few words what an attacker could do; then \
+name the flaw. Report only what you can point to in a line of this code.
+Answer JSON: {"findings": [{"line": <line number>, "code": "<the code of that line>", "why": "<what \
+an attacker could do>", "kind": "<short name of the flaw>", "cwe": "CWE-<n>", "severity": \
+"high|medium|low"}]}"""
 
 
 def small_file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
