@@ -15,7 +15,10 @@ What is proved here, on CPU with the tiny model (``train/tiny.py``):
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,23 @@ def test_vllm_arguments_and_the_missing_vllm_refusal(tmp_path: Path) -> None:
     if importlib.util.find_spec("vllm") is None:
         with pytest.raises(ConfigError, match=r"needs vllm, which is not installed here"):
             check_vllm(config)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "configs").glob("gpu-*.toml")), ids=lambda p: p.name
+)
+def test_gpu_recipes_micro_batch_checkpoint_and_generate_with_vllm(path: Path) -> None:
+    """The one-pass step ran out of memory on an H100: the recipes must not go back to it."""
+    config = load_config(path, need="grpo")
+    grpo = config.grpo
+    assert grpo is not None and grpo.rollouts_per_step == 128
+    assert grpo.micro_batch_size is not None and grpo.micro_batch <= 4
+    assert grpo.accumulation_steps * grpo.micro_batch == 128
+    assert grpo.gradient_checkpointing and grpo.use_vllm and config.device == "cuda"
+    args = grpo_arguments(config, Path("unused"))
+    assert args["vllm_max_model_length"] == (
+        config.episode.max_context_tokens + config.episode.max_new_tokens
+    )
 
 
 # ------------------------------------------------------------------------------ the trainer
@@ -443,3 +463,38 @@ def test_rollout_function_generates_through_trls_vllm_engine(tiny_path: Path) ->
     assert out["deeprepo_reward"] and len(out["deeprepo_reward"]) == 2
     stats = rollouts.last_stats
     assert stats is not None and stats.generate_calls == 3 and stats.truncated_replies == 3
+
+
+# ------------------------------------------------------------------------------ the memory
+
+
+@pytest.mark.slow
+def test_memory_benchmark_shows_the_peak_falling_with_micro_batches() -> None:
+    """benchmarks/bench_grpo_memory.py, small: 8 rollouts of 64 + 1,024 tokens in one pass vs
+    one at a time. Peak RSS falls; steps, rollout calls and the gradient norm do not change."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_grpo_memory.py"),
+            "--rollouts",
+            "8",
+            "--length",
+            "1024",
+            "--prompt",
+            "64",
+            "--runs",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)["rows"]
+    full, micro = row["settings"]["one pass"], row["settings"]["micro-batch 1"]
+    assert (full["accumulation_steps"], micro["accumulation_steps"]) == (1, 8)
+    for s in (full, micro):
+        assert s["optimizer_steps"] == 1 and s["rollout_calls"] == [8]
+    assert micro["grad_norm"] == pytest.approx(full["grad_norm"], rel=1e-5)
+    assert micro["peak_mib_median"] < full["peak_mib_median"]

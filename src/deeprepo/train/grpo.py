@@ -65,6 +65,10 @@ class GrpoSummary:
     warm_start: str | None = None
     lora: bool = False
     device: str = "cpu"
+    micro_batch: int = 0  # rollouts per forward/backward pass
+    accumulation_steps: int = 1  # passes per optimizer step
+    gradient_checkpointing: bool = False
+    generation: str = "transformers"  # or "vllm" (TRL's colocated engine)
     reward_first: float | None = None
     reward_last: float | None = None
     discovery_first: float | None = None
@@ -271,7 +275,14 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
     log_path = out / "train_log.jsonl"
     log_path.unlink(missing_ok=True)
     summary = GrpoSummary(
-        output_dir=str(out), steps_planned=grpo.steps, lora=config.model.lora, device=config.device
+        output_dir=str(out),
+        steps_planned=grpo.steps,
+        lora=config.model.lora,
+        device=config.device,
+        micro_batch=grpo.micro_batch,
+        accumulation_steps=grpo.accumulation_steps,
+        gradient_checkpointing=grpo.gradient_checkpointing,
+        generation="vllm" if grpo.use_vllm else "transformers",
     )
     sft_data = None
     if config.sft is not None:
