@@ -216,8 +216,11 @@ def generate_vllm(
     (``n=1``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
     ``max_tokens=max_completion_length``, ``logprobs``; lines 662-683), which
     ``GRPOTrainer`` set from ``GRPOConfig`` (``grpo_trainer.py:1107-1138``), and returns the
-    outputs in the order of ``prompts`` (line 729-733). One request length serves all rows, so
-    each reply is cut here to its own limit, as :func:`generate_batch` does.
+    outputs in the order of ``prompts`` (lines 729-733). One request length serves all rows, so
+    each reply is cut here to its own limit, as :func:`generate_batch` does. A reply counts as
+    ended only at the tokenizer's EOS, as on the transformers path; vLLM may also stop at
+    another EOS of the model's generation config, and the chat frame then closes the message
+    after that token: the sequence still only grows by appending.
     """
     limit = getattr(engine, "max_completion_length", None)
     if limit is not None and max(max_new_tokens) > int(limit):
