@@ -41,7 +41,7 @@ def test_smoke_config_is_valid_for_both_commands() -> None:
         ("[grpo]\nstepz = 3\n", "grpo.stepz: Extra inputs are not permitted"),
         ("[grpo]\n[tasks]\nsize = 'huge'\n", "tasks: size must be one of small, medium, large"),
         ("[grpo]\ngroup_size = 1\n", "grpo.group_size: Input should be greater than or equal to 2"),
-        ("[grpo]\nuse_vllm = true\n", "use_vllm = true is not supported"),
+        ("[grpo]\nuse_vllm = true\n", 'grpo.use_vllm = true needs device = "cuda"'),
         ("device = 'tpu'\n[grpo]\n", "device: Input should be 'cpu' or 'cuda'"),
         ("[sft]\n", "no [grpo] section"),
         ("[grpo\n", "not valid TOML"),

@@ -193,6 +193,9 @@ def test_smoke_run_trains_and_writes_log_checkpoint_and_plot(smoke_run: tuple[Pa
     assert max(r["grad_norm"] for r in rows) > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 3 and summary["parameter_change"] > 0
+    # The smoke config sets no micro-batch: the whole step in one pass, as before.
+    assert (summary["micro_batch"], summary["accumulation_steps"]) == (4, 1)
+    assert summary["generation"] == "transformers"
     assert summary["sft"]["examples"] == 2 and summary["sft"]["expert_reward_mean"] > 0.5
     assert summary["sft"]["loss_last"] < summary["sft"]["loss_first"]
     assert "step 3/3" in console and "grpo: 3/3 step(s)" in console
@@ -229,11 +232,23 @@ def test_lora_grpo_moves_only_the_adapters_and_saves_a_merged_checkpoint(
             "output_dir": str(tmp_path / "lora"),
             "sft": None,
             "model": config.model.model_copy(update={"name": str(warm), "lora": True}),
-            "grpo": config.grpo.model_copy(update={"steps": 2, "lr": 5e-3}),
+            # Micro-batches of 2 with gradient checkpointing: the GPU recipes' way, end to end.
+            "grpo": config.grpo.model_copy(
+                update={
+                    "steps": 2,
+                    "lr": 5e-3,
+                    "micro_batch_size": 2,
+                    "gradient_checkpointing": True,
+                }
+            ),
         }
     )
     summary = run_grpo(config)
     assert summary.steps == 2 and summary.lora
+    assert (summary.micro_batch, summary.accumulation_steps) == (2, 2)
+    assert summary.gradient_checkpointing and summary.generation == "transformers"
+    rows = [json.loads(x) for x in (tmp_path / "lora" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["rollouts"] == 4 for r in rows)
     assert summary.grad_norm_max > 0 and summary.parameter_change > 0
     assert summary.groups_with_variance >= 1
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "lora" / "checkpoint")

@@ -112,8 +112,50 @@ class GrpoSection(_Section):
     # discovery reward alone; see docs/training.md for why a smoke run needs it.
     format_weight: Annotated[float, Field(ge=0)] = 0.0
     max_grad_norm: Annotated[float, Field(gt=0)] = 1.0
+    # How many rollouts go through one forward/backward pass. The step's
+    # group_size × prompts_per_step rollouts are still generated once and make one optimizer
+    # step; TRL splits them into equal micro-batches (gradient accumulation). Unset: the whole
+    # step in one pass, which only fits short rollouts (docs/training.md, "Memory").
+    micro_batch_size: Annotated[int, Field(ge=1)] | None = None
+    # Recompute activations in the backward pass instead of keeping them (non-reentrant):
+    # less memory, about a third more compute.
+    gradient_checkpointing: bool = False
+    # Generate the policy's replies with TRL's colocated vLLM engine (device = "cuda", pip
+    # install vllm), synced with the policy's weights before every step's rollouts.
     use_vllm: bool = False
+    # The share of GPU memory vLLM takes for its weights and KV cache (the rest trains).
+    vllm_gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.3
+    # vLLM's context length; unset: episode.max_context_tokens + episode.max_new_tokens,
+    # the longest request a rollout can make (a reply is asked for up to max_new_tokens and
+    # cut to what the context has room for).
+    vllm_max_model_len: Annotated[int, Field(ge=256)] | None = None
     save_checkpoint: bool = True
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.group_size * self.prompts_per_step
+
+    @property
+    def micro_batch(self) -> int:
+        """Rollouts per forward/backward pass (the whole step when unset)."""
+        return self.micro_batch_size or self.rollouts_per_step
+
+    @property
+    def accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step."""
+        return self.rollouts_per_step // self.micro_batch
+
+    @model_validator(mode="after")
+    def _micro_batch_divides_the_step(self) -> GrpoSection:
+        n = self.rollouts_per_step
+        if self.micro_batch_size is not None and n % self.micro_batch_size:
+            divisors = ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+            raise ValueError(
+                f"micro_batch_size = {self.micro_batch_size} must divide group_size × "
+                f"prompts_per_step = {n} (TRL splits a step into equal micro-batches); "
+                f"one of {divisors}"
+            )
+        return self
 
 
 class TrainConfig(_Section):
@@ -172,8 +214,17 @@ def load_config(path: Path, *, need: Literal["sft", "grpo"]) -> TrainConfig:
     if need == "grpo" and config.grpo is None:
         raise ConfigError(f"{path}: no [grpo] section; `deeprepo train grpo` needs one")
     if config.grpo is not None and config.grpo.use_vllm:
-        raise ConfigError(
-            f"{path}: grpo.use_vllm = true is not supported: deeprepo's multi-turn rollouts "
-            "generate with transformers (set use_vllm = false)"
-        )
+        if config.device != "cuda":
+            raise ConfigError(
+                f'{path}: grpo.use_vllm = true needs device = "cuda" (vLLM generates on the '
+                "training GPU); set use_vllm = false for a CPU run"
+            )
+        longest = config.episode.max_context_tokens + config.episode.max_new_tokens
+        max_len = config.grpo.vllm_max_model_len
+        if max_len is not None and max_len < longest:
+            raise ConfigError(
+                f"{path}: grpo.vllm_max_model_len = {max_len:,} is shorter than the longest "
+                f"request a rollout makes (episode.max_context_tokens + max_new_tokens = "
+                f"{longest:,}); raise it or leave it unset"
+            )
     return config

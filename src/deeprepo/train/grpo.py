@@ -12,7 +12,9 @@ What a run writes under ``output_dir``::
 The loop per step: TRL asks the rollout function (``train/rollouts.py``) for
 ``group_size × prompts_per_step`` completions; each is one Episode run by the policy,
 scored by ``compute_reward``; TRL normalises the rewards within each group, and the loss
-covers the policy's own tokens only (``env_mask``).
+covers the policy's own tokens only (``env_mask``). The step's rollouts are generated once;
+the log-probability and loss passes take them ``micro_batch_size`` at a time, their gradients
+accumulated into the one optimizer step (:func:`grpo_arguments` says how TRL is told).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+from deeprepo.errors import ConfigError
 from deeprepo.train.config import TrainConfig
 from deeprepo.train.models import (
     check_device,
@@ -39,7 +42,14 @@ from deeprepo.train.models import (
 )
 from deeprepo.train.rollouts import EpisodeRollouts, StepStats, reward_functions
 
-__all__ = ["GrpoSummary", "parameter_change", "run_grpo"]
+__all__ = [
+    "GrpoSummary",
+    "build_trainer",
+    "check_vllm",
+    "grpo_arguments",
+    "parameter_change",
+    "run_grpo",
+]
 
 Progress = Callable[[str], None]
 
@@ -55,6 +65,10 @@ class GrpoSummary:
     warm_start: str | None = None
     lora: bool = False
     device: str = "cpu"
+    micro_batch: int = 0  # rollouts per forward/backward pass
+    accumulation_steps: int = 1  # passes per optimizer step
+    gradient_checkpointing: bool = False
+    generation: str = "transformers"  # or "vllm" (TRL's colocated engine)
     reward_first: float | None = None
     reward_last: float | None = None
     discovery_first: float | None = None
@@ -139,19 +153,136 @@ def _callback(log_path: Path, rollouts: EpisodeRollouts, progress: Progress, ste
     return TrainLog()
 
 
+def check_vllm(config: TrainConfig) -> None:
+    """Refuse ``use_vllm`` in one line where it cannot run (load_config refused the CPU)."""
+    assert config.grpo is not None
+    if not config.grpo.use_vllm:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "grpo.use_vllm = true needs vllm, which is not installed here: pip install vllm "
+            "(a build for this torch and CUDA; TRL 1.16 supports vLLM 0.22-0.31), "
+            "or set use_vllm = false"
+        )
+
+
+def grpo_arguments(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
+    """The keyword arguments of TRL's ``GRPOConfig`` for ``config`` (TRL 1.16.0).
+
+    One optimizer step covers ``prompts_per_step`` tasks × ``group_size`` rollouts, generated
+    once. TRL's GRPOConfig derives ``steps_per_generation = gradient_accumulation_steps`` and
+    ``generation_batch_size = per_device_train_batch_size × steps_per_generation`` when
+    neither is given (``trl/trainer/grpo_config.py:1098-1100``), and the trainer:
+
+    * loads one generation batch per ``steps_per_generation`` micro-steps
+      (``get_train_dataloader``, ``grpo_trainer.py:1258-1277``) and calls the rollout function
+      once for all of it (``_prepare_inputs``, lines 1538-1546: generate when
+      ``_step % (steps_per_generation × num_iterations) == 0``, then serve slices of
+      ``per_device_train_batch_size`` from the buffer);
+    * computes rewards and group advantages over that whole batch before splitting it, so
+      groups need not sit inside one micro-batch;
+    * runs any no-grad log-probability pass ``per_device_train_batch_size`` rows at a time
+      (lines 2505, 2643-2655) and each loss pass on one slice;
+    * scales the default ``loss_type="dapo"`` loss by the active tokens of the whole
+      generation batch (lines 3168-3173), so the accumulated gradient equals the one-pass
+      gradient up to float rounding.
+
+    Hence ``per_device_train_batch_size = micro_batch_size`` and
+    ``gradient_accumulation_steps = rollouts_per_step / micro_batch_size``, nothing else.
+    """
+    assert config.grpo is not None
+    grpo = config.grpo
+    episode = config.episode
+    args: dict[str, Any] = dict(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=grpo.micro_batch,
+        gradient_accumulation_steps=grpo.accumulation_steps,
+        num_generations=grpo.group_size,
+        max_steps=grpo.steps,
+        learning_rate=grpo.lr,
+        beta=grpo.beta,
+        max_grad_norm=grpo.max_grad_norm,
+        temperature=episode.temperature,
+        # The longest reply one call may ask for; the vLLM engine's max_tokens.
+        max_completion_length=episode.max_new_tokens,
+        gradient_checkpointing=grpo.gradient_checkpointing,
+        use_cpu=config.device == "cpu",
+        bf16=config.device == "cuda",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=config.seed,
+        use_vllm=grpo.use_vllm,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    if grpo.gradient_checkpointing:
+        # Non-reentrant checkpointing also works with LoRA's frozen embeddings (TRL calls
+        # enable_input_require_grads for peft models too, grpo_trainer.py:529-530).
+        args["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+    if grpo.use_vllm:
+        args.update(
+            vllm_mode="colocate",
+            vllm_gpu_memory_utilization=grpo.vllm_gpu_memory_utilization,
+            vllm_max_model_length=grpo.vllm_max_model_len
+            or episode.max_context_tokens + episode.max_new_tokens,
+        )
+    return args
+
+
+def build_trainer(
+    config: TrainConfig,
+    model: Any,
+    tokenizer: Any,
+    rollout_func: Callable[[list[Any], Any], dict[str, list[Any]]],
+    dataset_rows: list[dict[str, str]],
+    *,
+    output_dir: Path | None = None,
+) -> Any:
+    """TRL's ``GRPOTrainer`` for ``config`` over ``rollout_func`` (call it inside
+    :func:`~deeprepo.train.models.library_warnings_off`)."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    assert config.grpo is not None
+    funcs, weights = reward_functions(config.grpo.format_weight)
+    args = GRPOConfig(
+        **grpo_arguments(config, output_dir or config.out / "trl"), reward_weights=weights
+    )
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=funcs,
+        args=args,
+        train_dataset=Dataset.from_list(dataset_rows),
+        processing_class=tokenizer,
+        rollout_func=rollout_func,
+        peft_config=peft_config(config.model),
+    )
+
+
 def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> GrpoSummary:
     """Warm-start with ``[sft]`` when given, then run ``[grpo].steps`` GRPO steps."""
     import_train_stack()
     check_device(config)
     assert config.grpo is not None
     grpo = config.grpo
+    check_vllm(config)
     started = time.perf_counter()
     out = config.out
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "train_log.jsonl"
     log_path.unlink(missing_ok=True)
     summary = GrpoSummary(
-        output_dir=str(out), steps_planned=grpo.steps, lora=config.model.lora, device=config.device
+        output_dir=str(out),
+        steps_planned=grpo.steps,
+        lora=config.model.lora,
+        device=config.device,
+        micro_batch=grpo.micro_batch,
+        accumulation_steps=grpo.accumulation_steps,
+        gradient_checkpointing=grpo.gradient_checkpointing,
+        generation="vllm" if grpo.use_vllm else "transformers",
     )
     sft_data = None
     if config.sft is not None:
@@ -169,48 +300,20 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
         summary.warm_start = str(base)
         summary.sft = sft_summary.to_dict()
 
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
-
     model, tokenizer = load_policy(base, config)
     tasks = generate_tasks_in_memory(
         TaskSpec(config.tasks.size, config.tasks.seed, config.tasks.lang), config.tasks.n
     )
     rollouts = EpisodeRollouts(
-        tasks, tokenizer, config.episode, seed=config.seed, format_weight=grpo.format_weight
+        tasks,
+        tokenizer,
+        config.episode,
+        seed=config.seed,
+        format_weight=grpo.format_weight,
+        use_vllm=grpo.use_vllm,
     )
-    funcs, weights = reward_functions(grpo.format_weight)
     with library_warnings_off():
-        args = GRPOConfig(
-            output_dir=str(out / "trl"),
-            per_device_train_batch_size=grpo.group_size * grpo.prompts_per_step,
-            num_generations=grpo.group_size,
-            max_steps=grpo.steps,
-            learning_rate=grpo.lr,
-            beta=grpo.beta,
-            max_grad_norm=grpo.max_grad_norm,
-            temperature=config.episode.temperature,
-            reward_weights=weights,
-            gradient_checkpointing=False,
-            use_cpu=config.device == "cpu",
-            bf16=config.device == "cuda",
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            seed=config.seed,
-            use_vllm=False,
-            disable_tqdm=True,
-            dataloader_num_workers=0,
-        )
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=funcs,
-            args=args,
-            train_dataset=Dataset.from_list(rollouts.dataset_rows()),
-            processing_class=tokenizer,
-            rollout_func=rollouts,
-            peft_config=peft_config(config.model),
-        )
+        trainer = build_trainer(config, model, tokenizer, rollouts, rollouts.dataset_rows())
         callback = _callback(log_path, rollouts, progress, grpo.steps)
         quiet(trainer)
         trainer.add_callback(callback)
@@ -218,7 +321,10 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
         progress(
             f"GRPO: {grpo.steps} step(s) × {grpo.prompts_per_step} task(s) × {grpo.group_size} "
             f"rollouts on {len(tasks)} {config.tasks.size} task(s), worker {config.episode.worker}, "
-            f"device {config.device}{', LoRA' if config.model.lora else ''}"
+            f"device {config.device}{', LoRA' if config.model.lora else ''}, "
+            f"{grpo.accumulation_steps} micro-batch(es) of {grpo.micro_batch} a step"
+            f"{', gradient checkpointing' if grpo.gradient_checkpointing else ''}, "
+            f"generation by {'vLLM (colocated)' if grpo.use_vllm else 'transformers'}"
         )
         trainer.train()
     summary.parameter_change = parameter_change(before, trainer.model)

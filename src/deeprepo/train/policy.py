@@ -20,7 +20,9 @@ text closes an assistant message and which text wraps a user message.
 
 Replies of all rollouts in flight are generated together (:class:`GenerationQueue`): the
 queue waits until every live episode is waiting for the policy, then runs one batched
-``generate`` (left-padded), which is what makes a GPU worth using.
+generation, which is what makes a GPU worth using: transformers' ``generate`` (left-padded,
+:func:`generate_batch`) or, with ``[grpo] use_vllm = true``, TRL's colocated vLLM engine
+(:func:`generate_vllm`), which TRL syncs with the policy's weights before each step.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "PolicyRoot",
     "TokenTrace",
     "generate_batch",
+    "generate_vllm",
 ]
 
 _REPLY = "\x01REPLY\x01"
@@ -193,20 +196,83 @@ def generate_batch(
     return results
 
 
+def generate_vllm(
+    engine: Any,
+    contexts: Sequence[Sequence[int]],
+    max_new_tokens: Sequence[int],
+    *,
+    eos_token_id: int | None,
+) -> list[Generated]:
+    """Sample one reply for each context with TRL's vLLM engine (``trainer.vllm_generation``).
+
+    TRL 1.16 ``trl/generation/vllm_generation.py:550``::
+
+        def generate(self, prompts: list[list[int]], images: list[list | None] | None,
+                     num_generations: int, profiler: ProfilingContext | None = None) -> tuple
+        # -> (prompt_ids, completion_ids, logprobs, logprob_token_ids); logprobs is
+        #    [sequence][token][k] with k = 1 when TRL built the engine with logprobs=0
+
+    In colocate mode it builds one ``SamplingParams`` from the engine's own attributes
+    (``n=1``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
+    ``max_tokens=max_completion_length``, ``logprobs``; lines 662-683), which
+    ``GRPOTrainer`` set from ``GRPOConfig`` (``grpo_trainer.py:1107-1138``), and returns the
+    outputs in the order of ``prompts`` (lines 729-733). One request length serves all rows, so
+    each reply is cut here to its own limit, as :func:`generate_batch` does. A reply counts as
+    ended only at the tokenizer's EOS, as on the transformers path; vLLM may also stop at
+    another EOS of the model's generation config, and the chat frame then closes the message
+    after that token: the sequence still only grows by appending.
+    """
+    limit = getattr(engine, "max_completion_length", None)
+    if limit is not None and max(max_new_tokens) > int(limit):
+        raise RuntimeError(
+            f"the vLLM engine generates at most {limit} tokens a reply but a rollout asked for "
+            f"{max(max_new_tokens)} (GRPOConfig.max_completion_length must be "
+            "episode.max_new_tokens)"
+        )
+    _, completions, logprobs, _ = engine.generate(
+        prompts=[list(c) for c in contexts], images=None, num_generations=1
+    )
+    if len(completions) != len(contexts):
+        raise RuntimeError(
+            f"the vLLM engine returned {len(completions)} replies for {len(contexts)} prompts"
+        )
+    if logprobs is None:
+        raise RuntimeError("the vLLM engine returned no log-probabilities (logprobs=None)")
+    results: list[Generated] = []
+    for ids, per_token, limit_row in zip(completions, logprobs, max_new_tokens, strict=True):
+        tokens = [int(t) for t in ids]
+        keep, ended = min(limit_row, len(tokens)), False
+        for i, tok in enumerate(tokens[:keep]):
+            if tok == eos_token_id:
+                keep, ended = i + 1, True
+                break
+        # The sampled token's log-probability is the first of each token's list; vLLM's NaN
+        # comes back as None (extract_logprobs, line 96): NaN again, as TRL reads it
+        # (grpo_trainer.py:2463-2470 maps None to NaN and zeroes its importance-ratio term).
+        values = [float("nan") if lp[0] is None else float(lp[0]) for lp in per_token[:keep]]
+        results.append(Generated(tokens[:keep], values, ended))
+    return results
+
+
 class GenerationQueue:
     """Batches the policy's generations across the episodes running concurrently.
 
     Each live episode either runs code in its kernel or waits for the policy; when every
     live one waits, their contexts go to one ``generate`` call (in a thread, so the event
     loop stays free). ``retire()`` when an episode ends so the others stop waiting for it.
+    ``threaded=False`` calls ``generate`` on the event loop's own thread instead: nothing else
+    is waiting then anyway, and vLLM's in-process engine stays on the thread that made it.
     """
 
     def __init__(
         self,
         generate: Callable[[list[list[int]], list[int]], list[Generated]],
         live: int,
+        *,
+        threaded: bool = True,
     ) -> None:
         self._generate = generate
+        self._threaded = threaded
         self._live = live
         self._pending: list[tuple[int, list[int], int, asyncio.Future[Generated]]] = []
         self.calls = 0
@@ -234,10 +300,12 @@ class GenerationQueue:
     ) -> None:
         self.calls += 1
         self.batch_sizes.append(len(batch))
+        contexts, limits = [c for _, c, _, _ in batch], [n for _, _, n, _ in batch]
         try:
-            results = await asyncio.to_thread(
-                self._generate, [c for _, c, _, _ in batch], [n for _, _, n, _ in batch]
-            )
+            if self._threaded:
+                results = await asyncio.to_thread(self._generate, contexts, limits)
+            else:
+                results = self._generate(contexts, limits)
         except BaseException as exc:  # every waiting episode hears of it
             for _, _, _, future in batch:
                 if not future.done():

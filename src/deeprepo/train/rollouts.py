@@ -4,7 +4,8 @@
 it with one prompt per completion it wants (each task id repeated ``group_size`` times); for
 each it runs :func:`deeprepo.env.run_rollout` (the Episode of ``analyze`` and ``eval``,
 the sandbox kernel, the ``oracle`` worker, ``compute_reward``) with a :class:`PolicyRoot`
-as root, all rollouts of the step concurrently with their generations batched. It returns
+as root, all rollouts of the step concurrently with their generations batched (by
+transformers on the policy itself, or by TRL's colocated vLLM engine when ``use_vllm``). It returns
 the token sequences (``prompt_ids``, ``completion_ids``, ``logprobs``, ``env_mask``: model
 tokens 1, environment tokens 0, which TRL uses as the loss mask) and, as extra fields, the
 reward and its parts, which the reward functions of :func:`reward_functions` read back.
@@ -28,7 +29,15 @@ from deeprepo.orchestrator.records import RunResult
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 from deeprepo.train.config import EpisodeSection
-from deeprepo.train.policy import ChatFrame, GenerationQueue, PolicyRoot, TokenTrace, generate_batch
+from deeprepo.train.policy import (
+    ChatFrame,
+    Generated,
+    GenerationQueue,
+    PolicyRoot,
+    TokenTrace,
+    generate_batch,
+    generate_vllm,
+)
 
 __all__ = [
     "PART_METRICS",
@@ -151,8 +160,10 @@ class EpisodeRollouts:
         format_weight: float = 0.0,
         pool: KernelPool | None = None,
         on_rollout: Callable[[RolloutRecord], None] | None = None,
+        use_vllm: bool = False,
     ) -> None:
         self.tasks = {t.id: t for t in tasks}
+        self.use_vllm = use_vllm
         self.tokenizer = tokenizer
         self.episode = episode
         self.seed = seed
@@ -182,11 +193,22 @@ class EpisodeRollouts:
         return [{"prompt": task_id} for task_id in self.tasks]
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        step = int(trainer.state.global_step)
+        if self.use_vllm:
+            # GRPOTrainer builds it when use_vllm (grpo_trainer.py:1105-1138) and syncs its
+            # weights with the policy's right before calling us (grpo_trainer.py:2200-2205).
+            engine = getattr(trainer, "vllm_generation", None)
+            if engine is None:
+                raise RuntimeError("use_vllm is set but the trainer has no vllm_generation engine")
+            return self.run(prompts, None, step=step, engine=engine)
         model = trainer.accelerator.unwrap_model(trainer.model)
-        return self.run(prompts, model, step=int(trainer.state.global_step))
+        return self.run(prompts, model, step=step)
 
-    def run(self, prompts: Sequence[Any], model: Any, *, step: int) -> dict[str, list[Any]]:
-        """Run one rollout per prompt with ``model`` as the root; return TRL's fields."""
+    def run(
+        self, prompts: Sequence[Any], model: Any, *, step: int, engine: Any = None
+    ) -> dict[str, list[Any]]:
+        """Run one rollout per prompt with ``model`` (or the vLLM ``engine``, when given)
+        generating the root's replies; return TRL's fields."""
         ids = [str(p) for p in prompts]
         unknown = sorted(set(ids) - set(self.tasks))
         if unknown:
@@ -200,7 +222,7 @@ class EpisodeRollouts:
             seen[task_id] = k + 1
             indices.append(step * len(ids) + k)
         started = time.perf_counter()
-        records, calls = asyncio.run(self._run_all(ids, indices, model))
+        records, calls = asyncio.run(self._run_all(ids, indices, model, engine))
         self.calls += 1
         stats = step_stats(records, ids)
         stats.rollout_seconds = time.perf_counter() - started
@@ -219,14 +241,17 @@ class EpisodeRollouts:
         return out
 
     async def _run_all(
-        self, ids: Sequence[str], indices: Sequence[int], model: Any
+        self, ids: Sequence[str], indices: Sequence[int], model: Any, engine: Any = None
     ) -> tuple[list[RolloutRecord], int]:
         temperature = self.episode.temperature
+        eos = self.tokenizer.eos_token_id
 
-        def generate(contexts: list[list[int]], limits: list[int]) -> list[Any]:
+        def generate(contexts: list[list[int]], limits: list[int]) -> list[Generated]:
+            if engine is not None:
+                return generate_vllm(engine, contexts, limits, eos_token_id=eos)
             return generate_batch(model, self.tokenizer, contexts, limits, temperature=temperature)
 
-        queue = GenerationQueue(generate, live=len(ids))
+        queue = GenerationQueue(generate, live=len(ids), threaded=engine is None)
         records = await asyncio.gather(
             *(
                 self._one(task_id, index, queue, key)
