@@ -44,3 +44,12 @@ def loopback_analyze_args(
         "--sub", "openrouter/test/sub", "--sub-base-url", srv.openai_base_url,
         "--out", str(out), *extra,
     ]  # fmt: skip
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` for a child a test will Ctrl-C: SIGINT back to its default. A job that a
+    non-interactive shell starts with ``&`` (CI runners can) ignores SIGINT, and children
+    inherit that, so the test would measure the shell, not deeprepo."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

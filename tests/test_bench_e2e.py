@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import ROOT, run_cli
+from clihelp import ROOT, run_cli, sigint_default
 
 from deeprepo.providers.base import Usage
 from deeprepo.testing.loopback import LoopbackServer, Reply
@@ -427,7 +427,13 @@ sub = "static"
     env = dict(os.environ, COLUMNS="200")
     cmd = [sys.executable, "-m", "deeprepo", "bench", str(toml), "--out", str(out)]
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=sigint_default,
     )
     second = out / "runs" / "expert" / "vulnapi" / "r2" / "bench-cell.json"
     deadline = time.monotonic() + 120

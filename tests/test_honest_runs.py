@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
+from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli, sigint_default
 
 from deeprepo.testing.loopback import LoopbackServer
 
@@ -125,6 +125,7 @@ def test_sigint_writes_partial_outputs_and_prints_the_resume_command(
          "--no-cache"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
         start_new_session=True,  # its own process group, signalled as a terminal would
+        preexec_fn=sigint_default,
     )  # fmt: skip
     assert proc.stderr is not None
     # The first progress line ends turn 1; turn 2 (the audit) is running when it comes.

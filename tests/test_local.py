@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from clihelp import EXAMPLE, ROOT, run_cli
+from clihelp import EXAMPLE, ROOT, run_cli, sigint_default
 
 from deeprepo.errors import ConfigError
 from deeprepo.local.catalog import CATALOG, LocalModelInfo, get_model
@@ -289,6 +289,7 @@ def test_runs_reuse_a_local_serve_server_and_leave_it_running(
     serve = subprocess.Popen(
         [sys.executable, "-m", "deeprepo", "local", "serve", "--model", "smollm2-135m"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **env},
+        preexec_fn=sigint_default,
     )  # fmt: skip
     try:
         assert serve.stdout is not None
