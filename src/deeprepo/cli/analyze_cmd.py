@@ -339,6 +339,8 @@ def _run(coro: Any, out_dir: Path | None) -> RunHandle:
         where = f"; outputs so far in {console(out_dir)}" if out_dir is not None else ""
         err.print(f"interrupted{where}", highlight=False)
         raise typer.Exit(exits.INTERRUPTED) from None
+    finally:
+        coro.close()  # a no-op once it ran; closes it when the loop never started it
     return handle
 
 
