@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +13,7 @@ from rich.text import Text
 
 from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
+from deeprepo.cli.signals import run_interruptible
 from deeprepo.errors import UsageError
 from deeprepo.findings.model import Finding
 from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze, validate
@@ -310,37 +309,15 @@ def analyze_command(
     finish(handle)
 
 
-async def _cancel_on_sigterm(coro: Any) -> Any:
-    """SIGTERM (``kill``, a supervisor) ends the episode as Ctrl-C does: ``interrupted``,
-    partial outputs, the ``--resume`` line. Also where SIGINT is ignored, as in a job a
-    non-interactive shell started with ``&``."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        if task is not None:
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-    except (NotImplementedError, RuntimeError, ValueError):  # no signals here: Ctrl-C only
-        task = None
-    try:
-        return await coro
-    finally:
-        if task is not None:
-            loop.remove_signal_handler(signal.SIGTERM)
-            signal.signal(signal.SIGTERM, previous)
-
-
 def _run(coro: Any, out_dir: Path | None) -> RunHandle:
     """Run the coroutine; a Ctrl-C that lands outside the episode (loading, writing) is
     one line and exit code 130 (one inside it ends the episode: see ``finish``)."""
     try:
-        handle: RunHandle = asyncio.run(_cancel_on_sigterm(coro))
+        handle: RunHandle = run_interruptible(coro)
     except KeyboardInterrupt:
         where = f"; outputs so far in {console(out_dir)}" if out_dir is not None else ""
         err.print(f"interrupted{where}", highlight=False)
         raise typer.Exit(exits.INTERRUPTED) from None
-    finally:
-        coro.close()  # a no-op once it ran; closes it when the loop never started it
     return handle
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import warnings
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -103,10 +102,6 @@ def _register() -> None:
 _register()
 
 
-def run_async(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 def _one_line_warning(
     message: Warning | str,
     category: type[Warning],
@@ -125,11 +120,10 @@ def _error_line(message: str, hint: str = "") -> None:
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    """SIGTERM (``kill``, a supervisor, a CI timeout) stops a run as Ctrl-C does: the
-    episode ends ``interrupted`` and writes what it has. Through the SIGINT handler in
-    force (asyncio's, during a run), or as KeyboardInterrupt where SIGINT is ignored:
-    a background job started by a non-interactive shell ignores SIGINT, so there SIGTERM
-    is the way to stop it."""
+    """SIGTERM (``kill``, a supervisor, a CI timeout) outside an event loop stops a command
+    as Ctrl-C does: through the SIGINT handler in force, or as KeyboardInterrupt where
+    SIGINT is ignored (a job a non-interactive shell started with ``&``). Inside a loop,
+    :func:`deeprepo.cli.signals.run_interruptible` handles it."""
     handler = signal.getsignal(signal.SIGINT)
     if callable(handler):
         handler(signal.SIGINT, frame)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ from rich.table import Table
 
 from deeprepo.bench import BenchOutcome, CellResult, execute, prepare, status_line
 from deeprepo.cli import exits
+from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
 
 err = Console(stderr=True)
@@ -144,7 +144,7 @@ def bench_command(
         highlight=False,
     )
     try:
-        outcome = asyncio.run(execute(plan, on_event=_Progress(len(plan.cells))))
+        outcome = run_interruptible(execute(plan, on_event=_Progress(len(plan.cells))))
     except KeyboardInterrupt:
         err.print(
             f"interrupted; finished cells are kept and bench.md/bench.json say what ran "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +10,7 @@ import typer
 from rich.console import Console
 
 from deeprepo.cli import exits
+from deeprepo.cli.signals import run_interruptible
 from deeprepo.env.reward import RewardWeights
 from deeprepo.errors import UsageError
 from deeprepo.evals.results import RolloutResult
@@ -135,7 +135,7 @@ def eval_command(
 
     validate(options)
     try:
-        run = asyncio.run(run_eval(options, on_result=progress))
+        run = run_interruptible(run_eval(options, on_result=progress))
     except KeyboardInterrupt:
         err.print("interrupted; finished rollouts are in results.jsonl", highlight=False)
         raise typer.Exit(exits.INTERRUPTED) from None
