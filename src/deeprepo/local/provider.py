@@ -80,13 +80,11 @@ def anchor_line(item: dict[str, Any], shown: list[str], start: int) -> int | Non
     quote = _squash(str(item.get("code") or ""))
     if len(quote) < 4:
         return line
+    lo, hi = max(start, line - QUOTE_SLACK), min(start + len(shown), line + QUOTE_SLACK + 1)
     near = [
         n
-        for n in range(
-            max(start, line - QUOTE_SLACK), min(start + len(shown), line + QUOTE_SLACK + 1)
-        )
-        if _squash(shown[n - start])
-        and (quote in _squash(shown[n - start]) or _squash(shown[n - start]) in quote)
+        for n, code in ((n, _squash(shown[n - start])) for n in range(lo, hi))
+        if code and (quote in code or code in quote)
     ]
     return min(near, key=lambda n: abs(n - line)) if near else None
 
@@ -192,15 +190,15 @@ class LocalModel:
         usage = Usage()
         unreadable = dropped = 0
         windows = [
-            (path, "\n".join(lines[i : i + WINDOW_LINES]), start + i, len(lines[i : i + WINDOW_LINES]))
+            (path, lines[i : i + WINDOW_LINES], start + i)
             for path, content, start in blocks
             for lines in [content.split("\n")]
             for i in range(0, max(len(lines), 1), WINDOW_LINES)
         ]  # fmt: skip
         temperature = 0.0 if request.temperature is None else request.temperature
-        for path, text, start, _count in windows:
+        for path, shown, start in windows:
             sub_request = ChatRequest(
-                (Message("user", small_file_audit_prompt(path, text, start)),),
+                (Message("user", small_file_audit_prompt(path, "\n".join(shown), start)),),
                 system=SMALL_WORKER_SYSTEM_PROMPT,
                 max_tokens=min(request.max_tokens, WORKER_MAX_TOKENS),
                 temperature=temperature,
@@ -225,7 +223,6 @@ class LocalModel:
                 unreadable += 1
                 self.unreadable += 1
             dropped += parsed.dropped
-            shown = text.split("\n")
             for item in parsed.findings:
                 line = anchor_line(item, shown, start)
                 if line is None:
