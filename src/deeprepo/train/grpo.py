@@ -39,6 +39,7 @@ from deeprepo.train.models import (
     quiet,
     resolve_model,
     save_checkpoint,
+    trainer_arguments,
 )
 from deeprepo.train.rollouts import EpisodeRollouts, StepStats, reward_functions
 
@@ -208,15 +209,8 @@ def grpo_arguments(config: TrainConfig, output_dir: Path) -> dict[str, Any]:
         # The longest reply one call may ask for; the vLLM engine's max_tokens.
         max_completion_length=episode.max_new_tokens,
         gradient_checkpointing=grpo.gradient_checkpointing,
-        use_cpu=config.device == "cpu",
-        bf16=config.device == "cuda",
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        seed=config.seed,
         use_vllm=grpo.use_vllm,
-        disable_tqdm=True,
-        dataloader_num_workers=0,
+        **trainer_arguments(config),
     )
     if grpo.gradient_checkpointing:
         # Non-reentrant checkpointing also works with LoRA's frozen embeddings (TRL calls

@@ -95,6 +95,22 @@ def load_policy(path: Path, config: TrainConfig) -> tuple[Any, Any]:
     return model, tokenizer
 
 
+def trainer_arguments(config: TrainConfig) -> dict[str, Any]:
+    """The Trainer settings SFT and GRPO share: the device and precision, a log record every
+    step (the train_log callbacks read them), no TRL checkpoints or reporters (deeprepo saves
+    its own), no progress bars, data loaded in-process."""
+    return dict(
+        use_cpu=config.device == "cpu",
+        bf16=config.device == "cuda",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        seed=config.seed,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
 def peft_config(section: ModelSection) -> Any:
     """A peft ``LoraConfig`` when ``[model] lora = true``, else ``None``."""
     if not section.lora:

@@ -34,6 +34,7 @@ from deeprepo.train.models import (
     load_policy,
     peft_config,
     quiet,
+    trainer_arguments,
 )
 from deeprepo.train.models import save_checkpoint as save_model
 
@@ -258,15 +259,8 @@ def run_sft(
             max_length=sft.max_length,
             assistant_only_loss=assistant_only,
             gradient_checkpointing=False,
-            use_cpu=config.device == "cpu",
-            bf16=config.device == "cuda",
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            seed=config.seed,
-            disable_tqdm=True,
-            dataloader_num_workers=0,
             lr_scheduler_type="constant",
+            **trainer_arguments(config),
         )
         log_path = out_dir / "sft_log.jsonl"
         log_path.unlink(missing_ok=True)
