@@ -61,11 +61,11 @@ async def _measure(
     policies: list[str],
     concurrency: int,
 ) -> dict[str, list[float]]:
-    from deeprepo.env.rollout import run_rollout
-    from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo.builtin import make_policy
     from deeprepo.findings.coverage import CoverageIndex
     from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.policies import make_policy
+    from deeprepo.rl.env.rollout import run_rollout
+    from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
     from deeprepo.sandbox.config import SandboxConfig
 
     tasks = [

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from deeprepo.orchestrator.analyze import AnalyzeOptions, analyze
-from deeprepo.policies import make_policy
-from deeprepo.policies.scripted import POLICIES
-from deeprepo.providers.base import ChatRequest, Message
+from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.builtin import make_policy
+from deeprepo.builtin.scripted import POLICIES
+from deeprepo.run.analyze import AnalyzeOptions, analyze
 from deeprepo.testing.loopback import spawn
 
 TARGET = 1.10

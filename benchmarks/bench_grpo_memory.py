@@ -6,7 +6,7 @@ them a few at a time; this measures what that saves, on CPU, with the tiny model
 (``train/tiny.py``, 4,096-token vocabulary) and long rollouts.
 
 Each measurement is a fresh process (peak RSS only grows within one): it builds TRL's
-GRPOTrainer exactly as ``deeprepo train grpo`` does (``deeprepo.train.grpo.build_trainer``)
+GRPOTrainer exactly as ``deeprepo train grpo`` does (``deeprepo.rl.train.grpo.build_trainer``)
 and runs one optimizer step on ``--rollouts`` rollouts of ``--prompt`` + ``--length``
 tokens, then reports its peak RSS (``ru_maxrss``) and its RSS before ``train()``. The
 rollouts are synthetic token sequences (model turns and environment turns alternating,
@@ -51,10 +51,15 @@ def child(opts: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from deeprepo.train.config import EpisodeSection, GrpoSection, TrainConfig
-    from deeprepo.train.grpo import build_trainer
-    from deeprepo.train.models import import_train_stack, library_warnings_off, load_policy, quiet
-    from deeprepo.train.rollouts import PART_METRICS
+    from deeprepo.rl.train.config import EpisodeSection, GrpoSection, TrainConfig
+    from deeprepo.rl.train.grpo import build_trainer
+    from deeprepo.rl.train.models import (
+        import_train_stack,
+        library_warnings_off,
+        load_policy,
+        quiet,
+    )
+    from deeprepo.rl.train.rollouts import PART_METRICS
 
     import_train_stack()
     prompts_per_step = opts.rollouts // opts.group
@@ -189,7 +194,7 @@ def main() -> int:
     if not counts or opts.runs < 1 or any(n % opts.group or n % opts.micro for n in counts):
         parser.error("--group and --micro must divide every --rollouts count; --runs at least 1")
 
-    from deeprepo.train.tiny import build_tiny_model
+    from deeprepo.rl.train.tiny import build_tiny_model
 
     with tempfile.TemporaryDirectory(prefix="bench-grpo-mem-") as tmp:
         model = build_tiny_model(Path(tmp) / "model")

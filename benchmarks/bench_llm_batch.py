@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
@@ -74,7 +74,7 @@ class SleepyModel:
     async def complete(self, request: ChatRequest) -> Completion:
         await asyncio.sleep(self.latency_s)
         if FAIL_MARK in request.messages[-1].content:
-            from deeprepo.errors import ProviderError
+            from deeprepo.base.errors import ProviderError
 
             raise ProviderError("scripted failure", retryable=False, status=400)
         return Completion('{"findings": []}', Usage(10, 5))

@@ -36,7 +36,7 @@ def _pin(cores: int) -> list[int]:
 
 
 def _tasks(n: int, seed: int, lang: str) -> list[Any]:
-    from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
 
     return list(generate_tasks_in_memory(TaskSpec("small", seed=seed, lang=lang), n))
 
@@ -49,11 +49,11 @@ POOL_SIZE = 0
 async def _run(
     tasks: list[Any], rollouts: int, concurrency: int, mode: str, phases: dict[str, float]
 ) -> int:
-    import deeprepo.env.rollout as rollout_mod
-    from deeprepo.env.rollout import run_rollout
+    import deeprepo.rl.env.rollout as rollout_mod
+    from deeprepo.builtin import make_policy
     from deeprepo.findings.coverage import CoverageIndex
     from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.policies import make_policy
+    from deeprepo.rl.env.rollout import run_rollout
     from deeprepo.sandbox import kernel as kernel_mod
     from deeprepo.sandbox.config import SandboxConfig
     from deeprepo.sandbox.pool import KernelPool

@@ -74,16 +74,16 @@ FLOODS: dict[str, str] = {
 
 def run_one(name: str) -> dict[str, object]:
     """Run one flood in this process; its figures."""
+    from deeprepo.base.chat import ChatRequest, Completion, Usage
+    from deeprepo.builtin import make_static_worker
     from deeprepo.codebase.loader import load_codebase
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
-    from deeprepo.providers.base import ChatRequest, Completion, Usage
     from deeprepo.providers.budget import Budget
     from deeprepo.providers.dispatch import SubDispatcher
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.prices import PriceTable
     from deeprepo.sandbox import SandboxConfig
-    from deeprepo.workers import make_worker
 
     fence = "```"
     replies = [
@@ -116,7 +116,7 @@ def run_one(name: str) -> dict[str, object]:
         root = Root()
         metered = MeteredModel(root, "root", ledger, prices, budget=budget, concurrency=1)
         sub = MeteredModel(
-            make_worker("static"), "sub", ledger, prices, budget=budget, concurrency=64
+            make_static_worker(), "sub", ledger, prices, budget=budget, concurrency=64
         )
         episode = Episode(
             codebase,

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.workers import make_worker
-from deeprepo.workers.analyzers import (
+from deeprepo.base.prompts import file_audit_prompt
+from deeprepo.builtin import make_static_worker
+from deeprepo.builtin.analyzers import (
     analyze_file,
     analyze_file_result,
     analyze_texts,
     looks_like_secret,
     semgrep,
 )
-from deeprepo.workers.static import StaticWorker
+from deeprepo.builtin.static import StaticWorker
 
 
 def _reply(worker: StaticWorker, prompt: str) -> dict[str, Any]:
@@ -62,7 +62,7 @@ def test_a_slice_is_analysed_with_its_whole_file() -> None:
 
 
 def test_the_whole_file_is_analysed_once_for_many_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    import deeprepo.workers.static as static
+    import deeprepo.builtin.static as static
 
     calls: list[int] = []
     real = static.analyze_texts
@@ -93,7 +93,7 @@ def test_make_worker_takes_the_codebase() -> None:
         def __init__(self) -> None:
             self.files = {"a.py": "import pickle\npickle.loads(x)\n"}
 
-    worker = make_worker("static", codebase=Fake())
+    worker = make_static_worker(codebase=Fake())
     assert isinstance(worker, StaticWorker)
     got = _reply(worker, file_audit_prompt("a.py", "import pickle\npickle.loads(x)\n"))
     assert [f["line"] for f in got["findings"]] == [2]
@@ -322,7 +322,7 @@ def test_concurrent_callers_share_semgrep_processes(monkeypatch: pytest.MonkeyPa
     import threading
     import time
 
-    from deeprepo.workers.analyzers.findings import FileResult
+    from deeprepo.builtin.analyzers.findings import FileResult
 
     batches: list[int] = []
 

@@ -16,9 +16,9 @@ from deeprepo.architecture import (
 )
 from deeprepo.architecture.graph import assign_components, strongly_connected
 from deeprepo.architecture.imports import PyImport, js_imports, python_imports
+from deeprepo.base.records import RunResult
 from deeprepo.codebase import codebase_from_files, load_codebase
 from deeprepo.orchestrator.episode import metadata_summary
-from deeprepo.orchestrator.records import RunResult
 from deeprepo.report.outputs import write_outputs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vulnapi"
@@ -390,15 +390,15 @@ def test_speed_on_a_large_synthetic_repository() -> None:
 
 
 async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() -> None:
+    from deeprepo.base.chat import ChatRequest, Completion, Usage
+    from deeprepo.builtin import make_static_worker
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
-    from deeprepo.providers.base import ChatRequest, Completion, Usage
     from deeprepo.providers.budget import Budget
     from deeprepo.providers.dispatch import SubDispatcher
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.prices import PriceTable
     from deeprepo.sandbox import SandboxConfig
-    from deeprepo.workers import make_worker
 
     seen: list[ChatRequest] = []
 
@@ -424,7 +424,7 @@ async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() 
         codebase,
         root=MeteredModel(Root(), "root", ledger, prices, budget=budget, concurrency=1),
         dispatcher=SubDispatcher(
-            MeteredModel(make_worker("static"), "sub", ledger, prices, budget=budget)
+            MeteredModel(make_static_worker(), "sub", ledger, prices, budget=budget)
         ),
         ledger=ledger,
         config=EpisodeConfig(max_turns=2),

@@ -28,7 +28,7 @@ import attack_cells as cells
 import pytest
 from clihelp import EXAMPLE, ROOT, loopback_analyze_args
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.sandbox.isolation import bwrap_problem
 from deeprepo.testing.loopback import LoopbackServer, RecordedRequest, Reply

@@ -11,19 +11,19 @@ from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from test_episode import Replies, code, run
 from test_sarif import validate as validate_sarif
 
+from deeprepo.base.records import Behaviour
+from deeprepo.builtin import make_policy
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.evals.compare import compare_runs, render_markdown
-from deeprepo.evals.results import RolloutResult, load_results
 from deeprepo.orchestrator.behaviour import (
     OVER_EXPLORATION_TURNS,
-    Behaviour,
     ShownIndex,
     TurnCalls,
     behaviour_of,
     label_of,
 )
-from deeprepo.policies import make_policy
+from deeprepo.rl.evals.compare import compare_runs, render_markdown
+from deeprepo.rl.evals.results import RolloutResult, load_results
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
 

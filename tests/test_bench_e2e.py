@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from clihelp import ROOT, run_cli, sigint_default
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
 OFFLINE = ROOT / "examples" / "bench" / "offline.toml"

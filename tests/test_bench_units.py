@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from clihelp import ROOT
 
-from deeprepo.bench.config import load_bench_file
-from deeprepo.bench.runner import CostGate
-from deeprepo.bench.summary import economics
-from deeprepo.bench.unique import distinct_finds, same_find, unique_finds
-from deeprepo.errors import UsageError
-from deeprepo.findings.model import Finding
+from deeprepo.base.errors import UsageError
+from deeprepo.base.finding import Finding
+from deeprepo.rl.bench.config import load_bench_file
+from deeprepo.rl.bench.runner import CostGate
+from deeprepo.rl.bench.summary import economics
+from deeprepo.rl.bench.unique import distinct_finds, same_find, unique_finds
 
 GOOD = """
 [bench]
@@ -156,7 +156,7 @@ def test_economics_projects_from_the_measured_cost_per_sub_call() -> None:
 
 
 def test_plot_training_cli_draws_the_training_log(tmp_path: Path) -> None:
-    pytest.importorskip("deeprepo.plots.training")
+    pytest.importorskip("deeprepo.rl.plots.training")
     import json
     import struct
 
@@ -186,7 +186,7 @@ def test_plot_bench_refuses_a_folder_without_bench_json(tmp_path: Path) -> None:
 
 
 def test_behaviour_labels_summarise_the_runs() -> None:
-    from deeprepo.bench.summary import _label_summary
+    from deeprepo.rl.bench.summary import _label_summary
 
     assert _label_summary([None, None]) == "-"
     assert _label_summary(["delegator", "delegator"]) == "delegator"
@@ -195,8 +195,8 @@ def test_behaviour_labels_summarise_the_runs() -> None:
 
 
 def test_repositories_from_a_folder_find_their_ground_truth(tmp_path: Path) -> None:
-    from deeprepo.bench.config import RepoSpec
-    from deeprepo.bench.repos import resolve_repos
+    from deeprepo.rl.bench.config import RepoSpec
+    from deeprepo.rl.bench.repos import resolve_repos
 
     (tmp_path / "repos" / "alpha").mkdir(parents=True)
     (tmp_path / "repos" / "beta").mkdir()

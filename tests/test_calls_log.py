@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from deeprepo.providers.base import ChatRequest, Message, Usage
+from deeprepo.base.chat import ChatRequest, Message, Usage
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.calls import TEXT_LIMIT, CallLog, read_calls
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from clihelp import EXAMPLE, run_cli
 
+from deeprepo.base.chat import Usage
 from deeprepo.codebase.loader import load_codebase
-from deeprepo.orchestrator.baseline import pack_codebase, parse_baseline_findings
-from deeprepo.providers.base import Usage
+from deeprepo.run.baseline import pack_codebase, parse_baseline_findings
 from deeprepo.testing.loopback import LoopbackServer
 
 REPLY = """# Review

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from clihelp import loopback_analyze_args, run_cli
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.calls import read_calls
 from deeprepo.testing.loopback import LoopbackServer, Reply
 

@@ -17,7 +17,7 @@ import pytest
 from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 from test_runlog import fake_run
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.calls import read_calls
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog import RunRecorder

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from deeprepo.base.errors import CodebaseError, UsageError
 from deeprepo.codebase import Codebase, SkippedFile, load_codebase
 from deeprepo.codebase.languages import extension, find_entry_points, language_of
 from deeprepo.codebase.tree import build_tree
-from deeprepo.errors import CodebaseError, UsageError
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:

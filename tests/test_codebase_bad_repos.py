@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from deeprepo.base.errors import CodebaseError
 from deeprepo.codebase import Codebase, load_codebase
 from deeprepo.codebase import loader as loader_module
 from deeprepo.codebase.tree import DEFAULT_MAX_LINES
-from deeprepo.errors import CodebaseError
 
 needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from hostile_git import canary_command, git, make_hostile
 
+from deeprepo.base.errors import CodebaseError
 from deeprepo.codebase import git as git_module
 from deeprepo.codebase import load_codebase
 from deeprepo.codebase import revision as revision_module
 from deeprepo.codebase.git import CONFIG_OVERRIDES, GitReader, git_environment
-from deeprepo.errors import CodebaseError
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 

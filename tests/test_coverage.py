@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from deeprepo.base.prompts import file_audit_prompt, number_lines, strip_line_number
 from deeprepo.findings.coverage import (
     CoverageIndex,
     coverable_files,
@@ -18,7 +19,6 @@ from deeprepo.findings.coverage import (
     shown_line_numbers,
     strip_numbering,
 )
-from deeprepo.orchestrator.prompts import file_audit_prompt, number_lines, strip_line_number
 
 
 def _code(name: str, n: int) -> str:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 
-from deeprepo.errors import UsageError
-from deeprepo.orchestrator.analyze import AnalyzeOptions, analyze
-from deeprepo.orchestrator.resume import SavedRun, load_run, options_from_record, resume
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
+from deeprepo.base.errors import UsageError
 from deeprepo.providers.ledger import Ledger
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory, set_aside
+from deeprepo.run.analyze import AnalyzeOptions, analyze
+from deeprepo.run.resume import SavedRun, load_run, options_from_record, resume
 from deeprepo.testing.loopback import LoopbackServer, RecordedRequest, Reply
 
 ROOT_LATENCY_S = 0.8

@@ -8,20 +8,19 @@ from collections.abc import Sequence
 import pytest
 from clihelp import EXAMPLE
 
+from deeprepo.base import prompts
+from deeprepo.base.chat import ChatModel, ChatRequest, Completion, Usage
+from deeprepo.base.records import RunResult
+from deeprepo.builtin import make_policy, make_static_worker
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.orchestrator import prompts
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig
-from deeprepo.orchestrator.records import RunResult
-from deeprepo.policies import make_policy
-from deeprepo.providers.base import ChatModel, ChatRequest, Completion, Usage
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.sandbox import SandboxConfig
-from deeprepo.workers import make_worker
 
 F = "```"
 
@@ -56,7 +55,7 @@ async def run(codebase: Codebase, root: ChatModel, **config: object) -> RunResul
     prices = PriceTable.load()
     budget = Budget(ledger=ledger)
     metered_root = MeteredModel(root, "root", ledger, prices, budget=budget, concurrency=1)
-    sub = MeteredModel(make_worker("static"), "sub", ledger, prices, budget=budget, concurrency=8)
+    sub = MeteredModel(make_static_worker(), "sub", ledger, prices, budget=budget, concurrency=8)
     episode = Episode(
         codebase,
         root=metered_root,
@@ -202,7 +201,7 @@ async def test_syntax_errors_policy_never_adapts_and_is_salvaged(example: Codeba
 
 
 def test_policy_names() -> None:
-    from deeprepo.errors import ConfigError
+    from deeprepo.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="scripted/expert"):
         make_policy("genius")
@@ -220,7 +219,7 @@ async def test_episode_takes_its_kernel_from_a_warm_pool(example: Codebase) -> N
         root = MeteredModel(
             Replies([code("print(len(codebase))\nset_answer('x')")]), "root", ledger, prices
         )
-        sub = MeteredModel(make_worker("static"), "sub", ledger, prices)
+        sub = MeteredModel(make_static_worker(), "sub", ledger, prices)
         episode = Episode(
             example,
             root=root,

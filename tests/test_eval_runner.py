@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from deeprepo.base.errors import UsageError
 from deeprepo.cli.app import app
-from deeprepo.env.tasks import load_tasks, parse_task_spec
-from deeprepo.errors import UsageError
-from deeprepo.evals.results import RolloutResult, load_results
-from deeprepo.evals.summary import format_duration, format_summary, stop_condition, summarize
+from deeprepo.rl.env.rollout import stop_condition
+from deeprepo.rl.env.tasks import load_tasks, parse_task_spec
+from deeprepo.rl.evals.results import RolloutResult, load_results
+from deeprepo.rl.evals.summary import format_duration, format_summary, summarize
 
 SEED_PRINTOUT = """\
 Environment: deeprepo-orchestration
@@ -126,7 +127,7 @@ def test_task_spec_parsing() -> None:
 
 
 def test_tasks_load_from_a_generated_directory(tmp_path: Path) -> None:
-    from deeprepo.tasks.generator import generate_tasks
+    from deeprepo.rl.tasks.generator import generate_tasks
 
     generate_tasks(tmp_path, seed=1, n=2, size="small", lang="python")
     tasks = load_tasks(tmp_path)
@@ -232,8 +233,8 @@ def test_eval_cli_rejects_bad_options(tmp_path: Path) -> None:
 def test_eval_runs_tasks_from_a_directory_and_records_failed_rollouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from deeprepo.evals import runner
-    from deeprepo.tasks.generator import generate_tasks
+    from deeprepo.rl.evals import runner
+    from deeprepo.rl.tasks.generator import generate_tasks
 
     generate_tasks(tmp_path / "tasks", seed=3, n=2, size="small", lang="js")
     real = runner.run_rollout
@@ -268,9 +269,9 @@ def test_eval_drives_a_provider_root_over_the_loopback_server(tmp_path: Path) ->
     the scripted expert's replies with real usage blocks."""
     import asyncio
 
-    from deeprepo.policies import make_policy
-    from deeprepo.providers.base import ChatRequest, Message
-    from deeprepo.providers.base import Usage as U
+    from deeprepo.base.chat import ChatRequest, Message
+    from deeprepo.base.chat import Usage as U
+    from deeprepo.builtin import make_policy
     from deeprepo.testing.loopback import LoopbackServer, Reply
 
     expert = make_policy("expert")

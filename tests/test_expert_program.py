@@ -1,4 +1,4 @@
-"""The scripted expert's helpers (``policies/programs.py``), run as the REPL runs them: flow
+"""The scripted expert's helpers (``builtin/programs.py``), run as the REPL runs them: flow
 groups that follow a value through a hop module, and the checks of doubtful findings."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.policies import programs
+from deeprepo.base.prompts import file_audit_prompt
+from deeprepo.builtin import programs
 
 ROUTE = """from app import service
 
@@ -59,7 +59,7 @@ def _namespace(
         "VERIFY": True,
         "metadata": {"workers": {"model": "test", "parallel": parallel}},
     }
-    exec(programs._HELPERS, ns)
+    exec(programs.HELPERS, ns)
     return ns
 
 

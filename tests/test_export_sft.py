@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 
-from deeprepo.env.rollout import run_rollout
-from deeprepo.env.tasks import generate_tasks_in_memory, parse_task_spec
-from deeprepo.evals.results import write_results
-from deeprepo.orchestrator import prompts
+from deeprepo.base import prompts
+from deeprepo.base.chat import ChatRequest, Completion
+from deeprepo.builtin import make_policy
 from deeprepo.orchestrator.episode import EpisodeConfig
-from deeprepo.policies import make_policy
-from deeprepo.providers.base import ChatRequest, Completion
+from deeprepo.rl.env.rollout import run_rollout
+from deeprepo.rl.env.tasks import generate_tasks_in_memory, parse_task_spec
+from deeprepo.rl.evals.results import RolloutResult, write_results
+from deeprepo.rl.train.export import ExportOptions, conversation, export_sft
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.testing.loopback import LoopbackServer
-from deeprepo.train.export import ExportOptions, conversation, export_sft
 
 KEYS = {"ANTHROPIC_API_KEY": "test-key", "OPENROUTER_API_KEY": "test-key"}
 
@@ -188,7 +188,7 @@ def test_eval_rollouts_export_one_exact_example_each(tmp_path: Path) -> None:
         return outs
 
     outcomes = asyncio.run(go())
-    write_results(tmp_path / "results.jsonl", [o.to_result() for o in outcomes])
+    write_results(tmp_path / "results.jsonl", [RolloutResult.from_outcome(o) for o in outcomes])
     target = tmp_path / "sft.jsonl"
     summary = export_sft([tmp_path], target, ExportOptions(min_reward=0.5))
     assert summary.written == 2, summary.line()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from clihelp import EXAMPLE, run_cli
 
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger

@@ -1,6 +1,6 @@
 import pytest
 
-from deeprepo.findings.model import (
+from deeprepo.base.finding import (
     Finding,
     dedupe,
     finding_from_dict,

@@ -185,7 +185,7 @@ def test_trl_recipe_has_the_seed_runs_shape(path: Path) -> None:
 @pytest.mark.parametrize("path", GPU_RECIPES, ids=lambda p: p.name)
 def test_trl_recipe_validates_against_the_train_config_model(path: Path) -> None:
     config_module = pytest.importorskip(
-        "deeprepo.train.config", reason="the train config model (branch train-grpo) is not here"
+        "deeprepo.rl.train.config", reason="the train config model (branch train-grpo) is not here"
     )
     config = config_module.load_config(path, need="grpo")
     assert config.grpo is not None and config.sft is not None

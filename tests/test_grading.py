@@ -10,8 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from deeprepo.base.errors import UsageError
+from deeprepo.base.finding import Finding
 from deeprepo.cli.score_cmd import score_command
-from deeprepo.errors import UsageError
 from deeprepo.findings.grading import (
     CweFamily,
     FamilyTable,
@@ -23,7 +24,6 @@ from deeprepo.findings.grading import (
     parse_findings,
     parse_ground_truth,
 )
-from deeprepo.findings.model import Finding
 
 
 def entry(

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from clihelp import EXAMPLE, ROOT, run_cli
 
-from deeprepo.errors import ConfigError
-from deeprepo.providers.base import ChatRequest, Message, Usage
+from deeprepo.base.chat import ChatRequest, Message, Usage
+from deeprepo.base.errors import ConfigError
 from deeprepo.providers.prices import PriceTable
-from deeprepo.providers.registry import build_model
 from deeprepo.providers.spec import parse_model_spec
+from deeprepo.run.models import build_model
 
 
 def test_spec_forms() -> None:
@@ -65,7 +65,7 @@ pytest.importorskip("transformers", reason="the train extra is not installed")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from deeprepo.train.tiny import build_tiny_model
+    from deeprepo.rl.train.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("hf") / "tiny", seed=0)
 

@@ -9,11 +9,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from deeprepo.base.chat import ChatRequest, Completion, Message
+from deeprepo.base.errors import ProviderUnreachable, UsageError
+from deeprepo.base.finding import Finding
+from deeprepo.base.prompts import file_audit_prompt
+from deeprepo.base.records import RunResult
 from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.codebase.model import Codebase, CodebaseMetadata
-from deeprepo.errors import ProviderUnreachable, UsageError
-from deeprepo.findings.model import Finding
 from deeprepo.orchestrator.audit import (
     DEFAULT_AUDIT_SCOPES,
     DispatchStats,
@@ -22,9 +25,6 @@ from deeprepo.orchestrator.audit import (
     parse_scopes,
     shortfall,
 )
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.orchestrator.records import RunResult
-from deeprepo.providers.base import ChatRequest, Completion, Message
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import UNREACHABLE_RETRY_S, MeteredModel
 from deeprepo.providers.openai_compat import unreachable_reason

@@ -23,7 +23,7 @@ import isolation_cells as iso
 import pytest
 from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.sandbox import cgroup, seccomp
 from deeprepo.sandbox.isolation import bwrap_problem

@@ -35,8 +35,8 @@ def test_call_records_with_unicode_line_separators_read_back_whole(tmp_path: Pat
 
 
 def test_training_readers_keep_records_whole(tmp_path: Path) -> None:
-    from deeprepo.plots.training import read_train_log
-    from deeprepo.train.sft import read_examples
+    from deeprepo.rl.plots.training import read_train_log
+    from deeprepo.rl.train.sft import read_examples
 
     examples = tmp_path / "sft.jsonl"
     messages = [

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 from clihelp import EXAMPLE, ROOT, run_cli, sigint_default
 
-from deeprepo.errors import ConfigError
+from deeprepo.base.chat import Usage
+from deeprepo.base.errors import ConfigError
+from deeprepo.base.prompts import SMALL_FILE_AUDIT_INSTRUCTIONS
 from deeprepo.local.catalog import CATALOG, LocalModelInfo, get_model
 from deeprepo.local.replies import parse_findings
 from deeprepo.local.store import FetchError, fetch_model, installed
-from deeprepo.orchestrator.prompts import SMALL_FILE_AUDIT_INSTRUCTIONS
-from deeprepo.providers.base import Usage
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from clihelp import EXAMPLE, run_cli
 
+from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.local.catalog import CATALOG, LocalModelInfo, get_model
 from deeprepo.local.provider import LocalModel
 from deeprepo.local.runtime import find_runtime
 from deeprepo.local.store import installed
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.providers.base import ChatRequest, Message
 
 pytestmark = [pytest.mark.local_model, pytest.mark.slow]
 

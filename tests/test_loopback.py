@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.testing.loopback import DEFAULT_TEXT, LoopbackServer, Reply
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "x" * 40}]}

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from deeprepo.errors import BudgetExceeded, ProviderError
+from deeprepo.base.chat import ChatModel, ChatRequest, Message, Usage
+from deeprepo.base.errors import BudgetExceeded, ProviderError
 from deeprepo.providers.anthropic_api import AnthropicModel
-from deeprepo.providers.base import ChatModel, ChatRequest, Message, Usage
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from clihelp import run_cli
 
-from deeprepo.policies import POLICIES
+from deeprepo.builtin import POLICIES
 from deeprepo.providers.catalog import known_models
 from deeprepo.providers.prices import PriceTable
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from deeprepo.base.chat import ChatModel, ChatRequest, Message
+from deeprepo.base.prompts import WORKER_SYSTEM_PROMPT, file_audit_prompt
 from deeprepo.findings.grading import default_families, grade, parse_findings, parse_ground_truth
-from deeprepo.orchestrator.prompts import WORKER_SYSTEM_PROMPT, file_audit_prompt
-from deeprepo.providers.base import ChatModel, ChatRequest, Message
-from deeprepo.workers.oracle import OracleWorker, classify_instruction, make_oracle
+from deeprepo.rl.env.oracle import OracleWorker, classify_instruction, make_oracle
 
 DESCRIPTION = "User input is formatted into SQL. Use parameters."
 

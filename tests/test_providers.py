@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from deeprepo.errors import BudgetExceeded, ConfigError, MissingKeyError, ProviderError
+from deeprepo.base.chat import ChatRequest, Completion, Message, Usage
+from deeprepo.base.errors import BudgetExceeded, ConfigError, MissingKeyError, ProviderError
 from deeprepo.providers.anthropic_api import AnthropicModel
-from deeprepo.providers.base import ChatRequest, Completion, Message, Usage
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache, cache_key, default_cache_dir
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.openai_compat import OpenAICompatModel, parse_retry_after
 from deeprepo.providers.prices import PriceTable
-from deeprepo.providers.registry import LOCAL_SERVER_KEY, build_model, default_models
+from deeprepo.providers.registry import LOCAL_SERVER_KEY
 from deeprepo.providers.spec import ModelSpec, parse_model_spec
+from deeprepo.run.models import build_model, default_models
 from deeprepo.testing.loopback import LoopbackServer
 
 BACKENDS = ["httpx", "aiohttp"]

@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-from deeprepo.env.reward import (
+from deeprepo.base.errors import ConfigError
+from deeprepo.base.finding import Finding
+from deeprepo.base.prompts import file_audit_prompt
+from deeprepo.base.records import RunResult, Turn
+from deeprepo.rl.env.reward import (
     RewardWeights,
     compute_reward,
     dispatch_stats,
@@ -18,10 +22,6 @@ from deeprepo.env.reward import (
     reply_items,
     source_files,
 )
-from deeprepo.errors import ConfigError
-from deeprepo.findings.model import Finding
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.orchestrator.records import RunResult, Turn
 
 
 def _module(name: str, n: int) -> str:
@@ -395,10 +395,10 @@ BANDS = {
 
 @pytest.fixture(scope="module")
 def calibration() -> dict[str, list[float]]:
-    from deeprepo.env.rollout import run_rollout
-    from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo.builtin import make_policy
     from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.policies import make_policy
+    from deeprepo.rl.env.rollout import run_rollout
+    from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
     from deeprepo.sandbox.config import SandboxConfig
 
     tasks = [

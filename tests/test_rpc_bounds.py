@@ -328,15 +328,15 @@ async def test_a_patched_scaffold_does_not_rewrite_later_cells(
 
 
 async def test_an_episode_caps_each_turns_output_and_findings() -> None:
+    from deeprepo.base.chat import ChatRequest, Completion, Usage
+    from deeprepo.builtin import make_static_worker
     from deeprepo.codebase.loader import codebase_from_files
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
-    from deeprepo.providers.base import ChatRequest, Completion, Usage
     from deeprepo.providers.budget import Budget
     from deeprepo.providers.dispatch import SubDispatcher
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.prices import PriceTable
-    from deeprepo.workers import make_worker
 
     fence = "```"
     four = "for i in range(4):\n    add_finding('app.py', i + 1, 'bug', 'low', 't%d' % i)\nprint('y' * 500)"
@@ -365,7 +365,7 @@ async def test_an_episode_caps_each_turns_output_and_findings() -> None:
         codebase_from_files(PAYLOAD["codebase"]),
         root=MeteredModel(root, "root", ledger, prices, budget=budget, concurrency=1),
         dispatcher=SubDispatcher(
-            MeteredModel(make_worker("static"), "sub", ledger, prices, budget=budget)
+            MeteredModel(make_static_worker(), "sub", ledger, prices, budget=budget)
         ),
         ledger=ledger,
         config=EpisodeConfig(

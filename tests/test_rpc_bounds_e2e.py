@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from clihelp import EXAMPLE, ROOT, loopback_analyze_args
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.testing.loopback import LoopbackServer, RecordedRequest, Reply
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.runlog import (
     MIGRATIONS,
     Migration,

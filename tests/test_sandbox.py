@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from deeprepo.errors import SandboxError, SandboxRefused
-from deeprepo.orchestrator import prompts
+from deeprepo.base import prompts
+from deeprepo.base.errors import SandboxError, SandboxRefused
 from deeprepo.sandbox import isolation, protocol
 from deeprepo.sandbox.child import ReadOnlyDict
 from deeprepo.sandbox.config import SandboxConfig

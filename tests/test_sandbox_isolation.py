@@ -301,7 +301,7 @@ def test_process_mode_as_root_refuses_without_nobody_or_landlock(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import deeprepo.sandbox.isolation as isolation
-    from deeprepo.errors import SandboxRefused
+    from deeprepo.base.errors import SandboxRefused
 
     monkeypatch.setattr(isolation, "process_drop_args", lambda python: ["--drop-caps"])
     monkeypatch.setattr(isolation, "landlock_abi", lambda: 0)

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from clihelp import EXAMPLE, run_cli
 
-from deeprepo.findings.model import Finding
-from deeprepo.orchestrator.records import RunResult
+from deeprepo.base.finding import Finding
+from deeprepo.base.records import RunResult
 from deeprepo.report.sarif import FINGERPRINT_KEY, fingerprints, sarif_log
 from deeprepo.testing.loopback import LoopbackServer, Reply
 

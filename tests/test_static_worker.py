@@ -10,12 +10,14 @@ from typing import Any
 
 import pytest
 
-from deeprepo.errors import ConfigError
-from deeprepo.orchestrator.prompts import file_audit_prompt
-from deeprepo.providers.base import ChatModel, ChatRequest, Message, Usage
-from deeprepo.workers import make_worker
-from deeprepo.workers.analyzers import analyze_file
-from deeprepo.workers.static import FREE_FORM_NOTE, StaticWorker
+from deeprepo.base.chat import ChatModel, ChatRequest, Message, Usage
+from deeprepo.base.errors import ConfigError
+from deeprepo.base.prompts import file_audit_prompt
+from deeprepo.builtin import make_static_worker
+from deeprepo.builtin.analyzers import analyze_file
+from deeprepo.builtin.static import FREE_FORM_NOTE, StaticWorker
+from deeprepo.providers.spec import parse_model_spec
+from deeprepo.run.models import build_model
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REPO = EXAMPLES / "vulnapi"
@@ -188,7 +190,7 @@ async def test_free_form_prompt_gets_the_note_and_empty_json() -> None:
 
 
 async def test_every_reply_is_valid_worker_json_with_zero_usage() -> None:
-    worker = make_worker("static")
+    worker = make_static_worker()
     for path in sorted(p for p in REPO.rglob("*") if p.is_file()):
         rel = path.relative_to(REPO).as_posix()
         completion = await worker.complete(_request(file_audit_prompt(rel, path.read_text())))
@@ -261,13 +263,11 @@ async def test_concurrent_batch_is_correct_and_fast() -> None:
     assert elapsed / len(replies) < 0.25  # well under a second per file
 
 
-def test_make_worker() -> None:
-    worker = make_worker(" Static ")
+def test_the_static_worker_is_built_from_its_spec() -> None:
+    worker = build_model(parse_model_spec(" Static "), role="sub")
     assert isinstance(worker, ChatModel)
     assert worker.name == "static"
-    with pytest.raises(ConfigError, match="valid workers: static"):
-        make_worker("gpt-5")
     with pytest.raises(ConfigError, match="no options"):
-        make_worker("static", seed=3)
-    with pytest.raises(ConfigError, match="ground_truth"):
-        make_worker("oracle")
+        make_static_worker(seed=3)
+    with pytest.raises(ConfigError, match="no options"):
+        build_model(parse_model_spec("static"), role="sub", builtin_kwargs={"seed": 3})

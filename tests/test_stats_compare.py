@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
+from deeprepo.base.errors import UsageError
 from deeprepo.cli.compare_cmd import compare_command
-from deeprepo.errors import UsageError
-from deeprepo.evals import (
+from deeprepo.rl.evals import (
     RolloutResult,
     compare_runs,
     load_results,
@@ -22,8 +22,8 @@ from deeprepo.evals import (
     render_rich,
     write_results,
 )
-from deeprepo.evals.compare import default_labels, default_pairs, parse_pairs
-from deeprepo.evals.stats import (
+from deeprepo.rl.evals.compare import default_labels, default_pairs, parse_pairs
+from deeprepo.rl.evals.stats import (
     bootstrap_diff_ci,
     diff_test,
     mean,

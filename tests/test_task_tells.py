@@ -9,10 +9,10 @@ from collections import defaultdict
 
 import pytest
 
-from deeprepo.tasks import GeneratedTask, generate_task
-from deeprepo.tasks.flows import TWIN_ARGS
-from deeprepo.tasks.mutate import COMMENTS, Shape, reshape, strip_comments
-from deeprepo.tasks.snippets import catalogue
+from deeprepo.rl.tasks import GeneratedTask, generate_task
+from deeprepo.rl.tasks.flows import TWIN_ARGS
+from deeprepo.rl.tasks.mutate import COMMENTS, Shape, reshape, strip_comments
+from deeprepo.rl.tasks.snippets import catalogue
 
 RISKY = re.compile(
     r"hashlib\.(md5|sha1)|createHash\(\"(md5|sha1)\"\)|\brandom\.\w+\(|Math\.random\(|"

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from deeprepo.errors import UsageError
-from deeprepo.tasks import (
+from deeprepo.base.errors import UsageError
+from deeprepo.rl.tasks import (
     BUG_KINDS,
     SIZES,
     GeneratedTask,
@@ -24,9 +24,9 @@ from deeprepo.tasks import (
     generate_tasks,
     read_ground_truth,
 )
-from deeprepo.tasks import generator as gen
-from deeprepo.tasks.render import extract_marks, fill
-from deeprepo.tasks.snippets import Snippet, catalogue
+from deeprepo.rl.tasks import generator as gen
+from deeprepo.rl.tasks.render import extract_marks, fill
+from deeprepo.rl.tasks.snippets import Snippet, catalogue
 
 # A sink each kind's ground-truth range must contain (checked on the lines start..end).
 SINK_PATTERNS: dict[str, str] = {

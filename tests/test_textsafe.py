@@ -1,10 +1,10 @@
-"""Escaping untrusted names and text for display (``deeprepo.textsafe``)."""
+"""Escaping untrusted names and text for display (``deeprepo.base.textsafe``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from deeprepo.textsafe import escape_name, escape_text, needs_escape
+from deeprepo.base.textsafe import escape_name, escape_text, needs_escape
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from clihelp import ROOT, run_cli
 
-from deeprepo.errors import ConfigError, UsageError
-from deeprepo.plots.training import plot_training, read_train_log
-from deeprepo.train.config import load_config
-from deeprepo.train.policy import ChatFrame, Generated, GenerationQueue
-from deeprepo.train.rollouts import format_score
+from deeprepo.base.errors import ConfigError, UsageError
+from deeprepo.rl.plots.training import plot_training, read_train_log
+from deeprepo.rl.train.config import load_config
+from deeprepo.rl.train.policy import ChatFrame, Generated, GenerationQueue
+from deeprepo.rl.train.rollouts import format_score
 
 SMOKE = ROOT / "configs" / "smoke.toml"
 
@@ -190,7 +190,7 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
 
 
 def test_sft_data_lines_are_checked_one_by_one(tmp_path: Path) -> None:
-    from deeprepo.train.sft import read_examples
+    from deeprepo.rl.train.sft import read_examples
 
     good = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
     data = tmp_path / "sft.jsonl"

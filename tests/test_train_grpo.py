@@ -20,15 +20,15 @@ pytest.importorskip("trl", reason="the train extra is not installed: pip install
 
 from clihelp import ROOT, run_cli
 
-from deeprepo.env.rollout import run_rollout
-from deeprepo.env.tasks import Task, TaskSpec, generate_tasks_in_memory
-from deeprepo.orchestrator import prompts
+from deeprepo.base import prompts
 from deeprepo.orchestrator.episode import EpisodeConfig, metadata_summary
+from deeprepo.rl.env.rollout import run_rollout
+from deeprepo.rl.env.tasks import Task, TaskSpec, generate_tasks_in_memory
+from deeprepo.rl.train.config import load_config
+from deeprepo.rl.train.export import conversation
+from deeprepo.rl.train.policy import ChatFrame, Generated, GenerationQueue, PolicyRoot
+from deeprepo.rl.train.tiny import build_tiny_model
 from deeprepo.sandbox.config import SandboxConfig
-from deeprepo.train.config import load_config
-from deeprepo.train.export import conversation
-from deeprepo.train.policy import ChatFrame, Generated, GenerationQueue, PolicyRoot
-from deeprepo.train.tiny import build_tiny_model
 
 SMOKE = ROOT / "configs" / "smoke.toml"
 
@@ -222,7 +222,7 @@ def test_lora_grpo_moves_only_the_adapters_and_saves_a_merged_checkpoint(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from deeprepo.train.grpo import run_grpo
+    from deeprepo.rl.train.grpo import run_grpo
 
     warm = smoke_run[0] / "sft" / "checkpoint"
     config = load_config(SMOKE, need="grpo")

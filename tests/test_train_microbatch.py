@@ -29,14 +29,14 @@ pytest.importorskip("trl", reason="the train extra is not installed: pip install
 
 from clihelp import ROOT
 
-from deeprepo.env.tasks import TaskSpec, generate_tasks_in_memory
-from deeprepo.errors import ConfigError
-from deeprepo.train.config import TrainConfig, load_config
-from deeprepo.train.grpo import build_trainer, check_vllm, grpo_arguments
-from deeprepo.train.models import library_warnings_off, load_policy, quiet
-from deeprepo.train.policy import generate_vllm
-from deeprepo.train.rollouts import PART_METRICS, EpisodeRollouts
-from deeprepo.train.tiny import build_tiny_model
+from deeprepo.base.errors import ConfigError
+from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
+from deeprepo.rl.train.config import TrainConfig, load_config
+from deeprepo.rl.train.grpo import build_trainer, check_vllm, grpo_arguments
+from deeprepo.rl.train.models import library_warnings_off, load_policy, quiet
+from deeprepo.rl.train.policy import generate_vllm
+from deeprepo.rl.train.rollouts import PART_METRICS, EpisodeRollouts
+from deeprepo.rl.train.tiny import build_tiny_model
 
 SMOKE = ROOT / "configs" / "smoke.toml"
 

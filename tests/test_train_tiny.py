@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("torch", reason="the train extra is not installed: pip install -e '.[train]'")
 pytest.importorskip("transformers", reason="the train extra is not installed")
 
-from deeprepo.orchestrator import prompts
-from deeprepo.train.tiny import build_tiny_model
+from deeprepo.base import prompts
+from deeprepo.rl.train.tiny import build_tiny_model
 
 
 def test_tiny_model_loads_with_auto_classes_and_round_trips_text(tmp_path: Path) -> None:

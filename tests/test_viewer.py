@@ -12,7 +12,7 @@ import pytest
 from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from viewerhelp import injected, parse
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 from deeprepo.report.viewer import Limits, render_viewer, viewer_on_failure, write_viewer
 from deeprepo.report.viewer.costchart import cost_series, nice_step
 from deeprepo.report.viewer.runview import load_run_view

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from viewerhelp import injected, parse
 
+from deeprepo.base.textsafe import escape_name
 from deeprepo.report.viewer import write_viewer
 from deeprepo.testing.runfolder import RunSpec, write_run_folder
-from deeprepo.textsafe import escape_name
 
 TITLE_PAYLOAD = (
     "</title></script><script>document.title='PWNED'</script>"

@@ -2,7 +2,7 @@
 
 ``run`` opens the seat's interaction, wraps it as deeprepo's root model
 (:class:`~deeprepo_orchestration.root.InteractionRoot`) and hands it to
-:func:`deeprepo.env.rollout.run_rollout`, which runs the engine's own Episode (turn
+:func:`deeprepo.rl.env.rollout.run_rollout`, which runs the engine's own Episode (turn
 loop, prompts, code-block parser, sandbox kernel, sub-LLM dispatcher) with the ``oracle``
 worker (or ``static``, or any provider) and scores it with deeprepo's reward. Nothing of
 the engine is re-implemented here: this module only translates the outcome onto the
@@ -23,10 +23,10 @@ from typing import Any, Literal
 import verifiers.v1 as vf
 from pydantic import Field, field_validator
 
-from deeprepo.env.reward import RewardWeights
-from deeprepo.env.rollout import RolloutOutcome, run_rollout
-from deeprepo.errors import ConfigError
+from deeprepo.base.errors import ConfigError
 from deeprepo.orchestrator.episode import EpisodeConfig
+from deeprepo.rl.env.reward import RewardWeights
+from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo_orchestration.root import InteractionRoot
 from deeprepo_orchestration.taskset import OrchestrationData, repository
@@ -71,7 +71,7 @@ class OrchestrationEnvConfig(vf.EnvConfig):
     oracle_false_rate: float | None = Field(None, ge=0)
     """False findings per 1,000 non-trivial lines the oracle is shown (default 0.1)."""
     reward_weights: dict[str, float] = Field(default_factory=dict)
-    """Overrides of ``deeprepo.env.reward.RewardWeights`` (e.g. ``{"quality": 0.5}``)."""
+    """Overrides of ``deeprepo.rl.env.reward.RewardWeights`` (e.g. ``{"quality": 0.5}``)."""
 
     @field_validator("reward_weights")
     @classmethod

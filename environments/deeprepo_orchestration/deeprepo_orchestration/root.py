@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from deeprepo.errors import BudgetExceeded, ProviderError
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.errors import BudgetExceeded, ProviderError
 
 __all__ = ["InteractionRoot", "usage_of_calls"]
 
@@ -63,7 +63,7 @@ def usage_of_calls(calls: Sequence[Any]) -> Usage:
 
 
 class InteractionRoot:
-    """A :class:`~deeprepo.providers.base.ChatModel` whose replies come from an interaction.
+    """A :class:`~deeprepo.base.chat.ChatModel` whose replies come from an interaction.
 
     One instance serves one episode. A turn cannot be replayed through an interaction
     (the model already answered it), so a repeated or skipped request raises a

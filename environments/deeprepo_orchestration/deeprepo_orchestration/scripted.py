@@ -3,7 +3,7 @@
 ``vf-eval`` needs a model endpoint. deeprepo's loopback server
 (``python -m deeprepo.testing.loopback --script FILE``) can play one of deeprepo's
 scripted root policies if the script answers each turn with the policy's reply for
-that turn. The replies are the policy's own (``deeprepo.policies``), turn by turn;
+that turn. The replies are the policy's own (``deeprepo.builtin``), turn by turn;
 turn ``k + 1`` is chosen by a rule matching reply ``k`` in the conversation, so the
 script needs no state and concurrent rollouts do not disturb one another::
 
@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deeprepo.policies import POLICIES, make_policy
-from deeprepo.providers.base import ChatRequest, Message
+from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.builtin import POLICIES, make_policy
 
 __all__ = ["loopback_script", "scripted_replies"]
 

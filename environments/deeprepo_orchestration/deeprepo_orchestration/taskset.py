@@ -21,11 +21,11 @@ from typing import Literal
 import verifiers.v1 as vf
 from pydantic import Field, field_validator
 
-from deeprepo.env.tasks import Task as RepoTask
-from deeprepo.env.tasks import task_from_generated
+from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.orchestrator.prompts import ROOT_SYSTEM_PROMPTS
-from deeprepo.tasks import generate_task, task_seeds
+from deeprepo.rl.env.tasks import Task as RepoTask
+from deeprepo.rl.env.tasks import task_from_generated
+from deeprepo.rl.tasks import generate_task, task_seeds
 
 __all__ = [
     "OrchestrationData",
@@ -44,7 +44,7 @@ class OrchestrationData(vf.TaskData):
     size: Literal["small", "medium", "large"] = "small"
     lang: Literal["python", "js", "mixed"] = "python"
     prompt_name: str = "default"
-    """Key of ``deeprepo.orchestrator.prompts.ROOT_SYSTEM_PROMPTS`` the system prompt came from."""
+    """Key of ``deeprepo.base.prompts.ROOT_SYSTEM_PROMPTS`` the system prompt came from."""
 
 
 class OrchestrationTask(vf.Task[OrchestrationData, vf.State, vf.TaskConfig]):

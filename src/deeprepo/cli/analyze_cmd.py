@@ -11,14 +11,14 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from deeprepo.base.errors import UsageError
+from deeprepo.base.finding import Finding
 from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.cli.signals import run_interruptible
-from deeprepo.errors import UsageError
-from deeprepo.findings.model import Finding
-from deeprepo.orchestrator.analyze import AnalyzeOptions, RunHandle, analyze, validate
 from deeprepo.report.outputs import coverage_line, split_by_scope
 from deeprepo.report.text import console, visible
+from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, validate
 
 err = Console(stderr=True)
 out = Console()
@@ -262,8 +262,8 @@ def analyze_command(
     file audited, or no answer); 130 interrupted (Ctrl-C).
     """
     if resume is not None:
-        from deeprepo.orchestrator.resume import load_run, options_from_record
-        from deeprepo.orchestrator.resume import resume as resume_run
+        from deeprepo.run.resume import load_run, options_from_record
+        from deeprepo.run.resume import resume as resume_run
 
         values = {k: v for k, v in ctx.params.items() if k != "resume"}
         overrides = _given(ctx, values)
@@ -352,8 +352,8 @@ def baseline_command(
     ] = True,
 ) -> None:
     """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
-    from deeprepo.orchestrator.baseline import BaselineOptions, run_baseline
     from deeprepo.report.rundir import check_out_dir
+    from deeprepo.run.baseline import BaselineOptions, run_baseline
 
     options = BaselineOptions(
         path=path,
@@ -368,9 +368,9 @@ def baseline_command(
         prices_file=prices,
         run_log=log,
     )
-    from deeprepo.orchestrator.analyze import check_dir, check_file
     from deeprepo.providers.prices import PriceTable
     from deeprepo.providers.spec import parse_model_spec
+    from deeprepo.run.analyze import check_dir, check_file
 
     if not Path(path).is_dir():
         what = "does not exist" if not Path(path).exists() else "is a file"

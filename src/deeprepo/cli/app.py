@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from typer._click import exceptions as click_exceptions
 
-from deeprepo import __version__
+from deeprepo.base.version import VERSION
+from deeprepo.base.errors import DeeprepoError
 from deeprepo.cli import exits
-from deeprepo.errors import DeeprepoError
 from deeprepo.report.text import console, visible
 
 app = typer.Typer(
@@ -32,7 +32,7 @@ out = Console()
 
 def _version(value: bool) -> None:
     if value:
-        out.print(f"deeprepo {__version__}")
+        out.print(f"deeprepo {VERSION}")
         raise typer.Exit()
 
 
@@ -46,6 +46,9 @@ def _root(
     ] = False,
 ) -> None:
     """deeprepo: bug, security and architecture reports with the exact cost of the run."""
+    # The command line is the whole product: the research stack's models (oracle, the
+    # reference and gaming scripted roots) are registered beside the core's.
+    import deeprepo.rl  # noqa: F401
 
 
 def _register() -> None:

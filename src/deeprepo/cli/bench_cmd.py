@@ -1,4 +1,4 @@
-"""``deeprepo bench BENCH.toml``: parse, call :mod:`deeprepo.bench`, render."""
+"""``deeprepo bench BENCH.toml``: parse, call :mod:`deeprepo.rl.bench`, render."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deeprepo.bench import BenchOutcome, CellResult, execute, prepare, status_line
 from deeprepo.cli import exits
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
+from deeprepo.rl.bench import BenchOutcome, CellResult, execute, prepare, status_line
 
 err = Console(stderr=True)
 # Piped or redirected output keeps whole table rows instead of folding them at 80 columns.

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import typer
 
-from deeprepo.evals.compare import (
+from deeprepo.rl.evals.compare import (
     compare_runs,
     default_labels,
     parse_pairs,
     render_markdown,
     render_rich,
 )
-from deeprepo.evals.results import load_results
-from deeprepo.evals.stats import DEFAULT_RESAMPLES
+from deeprepo.rl.evals.results import load_results
+from deeprepo.rl.evals.stats import DEFAULT_RESAMPLES
 
 
 def compare_command(

@@ -9,13 +9,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits
 from deeprepo.cli.signals import run_interruptible
-from deeprepo.env.reward import RewardWeights
-from deeprepo.errors import UsageError
-from deeprepo.evals.results import RolloutResult
-from deeprepo.evals.runner import EvalOptions, run_eval, validate
 from deeprepo.report.text import console
+from deeprepo.rl.env.reward import RewardWeights
+from deeprepo.rl.evals.results import RolloutResult
+from deeprepo.rl.evals.runner import EvalOptions, run_eval, validate
 
 err = Console(stderr=True)
 

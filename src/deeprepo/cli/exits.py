@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from deeprepo.orchestrator.records import RunResult
+from deeprepo.base.records import RunResult
 
 __all__ = ["ERROR", "EXIT_CODES_HELP", "INCOMPLETE", "INTERRUPTED", "OK", "USAGE", "for_result"]
 

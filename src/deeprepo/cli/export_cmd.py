@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits
-from deeprepo.errors import UsageError
 from deeprepo.report.text import console as safe
 
 out = Console()
@@ -66,7 +66,7 @@ def sft_command(
     first message, each reply, and each REPL output as the next user message. Only complete
     runs by default; skipped runs are counted by reason on the summary line.
     """
-    from deeprepo.train.export import ExportOptions, export_sft
+    from deeprepo.rl.train.export import ExportOptions, export_sft
 
     if len(paths) < 2:
         raise UsageError("give at least one run folder and then OUT.jsonl")
@@ -117,7 +117,7 @@ def checkpoint_command(
     """Save a GGUF model (or any checkpoint hf/ reads) as a plain transformers checkpoint
     folder, for training configs and GPU machines without the gguf package. GGUF weights are
     dequantised on load (minutes on a small CPU); needs the train extra."""
-    from deeprepo.train.checkpoint import check_arguments, convert_checkpoint
+    from deeprepo.rl.train.checkpoint import check_arguments, convert_checkpoint
 
     check_arguments(source, out_dir, dtype)
     err.print(f"loading {safe(source)} (GGUF is dequantised: this takes a while)", highlight=False)

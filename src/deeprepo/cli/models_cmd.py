@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.providers.catalog import ModelInfo, known_models
 from deeprepo.providers.prices import PriceTable
 from deeprepo.report.text import console

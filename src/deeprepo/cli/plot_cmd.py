@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.report.rundir import check_out_dir
 from deeprepo.report.text import console
 
@@ -48,7 +48,7 @@ def bench_plot_command(
     ] = None,
 ) -> None:
     """Cost per run against F1 (or findings, without ground truth), one point per configuration."""
-    from deeprepo.plots.bench import load_bench_json, plot_bench
+    from deeprepo.rl.plots.bench import load_bench_json, plot_bench
 
     data = load_bench_json(source)
     target = png or (source if source.is_dir() else source.parent) / "bench.png"
@@ -76,10 +76,10 @@ def training_plot_command(
         raise UsageError(f"{log} is not a file; give the training log (JSON lines)")
     try:
         # Written on the training branch; imported by name so this command stands alone.
-        training = importlib.import_module("deeprepo.plots.training")
+        training = importlib.import_module("deeprepo.rl.plots.training")
     except ModuleNotFoundError:
         raise UsageError(
-            "this deeprepo has no training plots (deeprepo.plots.training is missing); "
+            "this deeprepo has no training plots (deeprepo.rl.plots.training is missing); "
             "install a version with the training extras"
         ) from None
     target = png or log.with_suffix(".png")

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from deeprepo.errors import DeeprepoError, UsageError
+from deeprepo.base.errors import DeeprepoError, UsageError
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.text import console, one_line, visible
 from deeprepo.runlog import find_run, list_runs, log_path, open_log, process_gone, run_record

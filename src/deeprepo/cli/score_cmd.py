@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
     Score,

@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.report.rundir import check_out_dir
-from deeprepo.tasks import generate_tasks
+from deeprepo.rl.tasks import generate_tasks
 
 out = Console()
 

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.report.text import console
-from deeprepo.train.config import TrainConfig, load_config
+from deeprepo.rl.train.config import TrainConfig, load_config
 
 err = Console(stderr=True)
 out = Console()
@@ -59,8 +59,8 @@ def sft_command(
 ) -> None:
     """Warm-start the model on the config's sft examples; write OUT/sft/checkpoint."""
     config = _config(config_path, "sft", out_dir, None)
-    from deeprepo.train.models import check_device, import_train_stack, resolve_model
-    from deeprepo.train.sft import prepare_sft_data, run_sft
+    from deeprepo.rl.train.models import check_device, import_train_stack, resolve_model
+    from deeprepo.rl.train.sft import prepare_sft_data, run_sft
 
     import_train_stack()
     check_device(config)
@@ -96,7 +96,7 @@ def grpo_command(
     OUT/training.png and OUT/summary.json.
     """
     config = _config(config_path, "grpo", out_dir, steps)
-    from deeprepo.train.grpo import run_grpo
+    from deeprepo.rl.train.grpo import run_grpo
 
     summary = run_grpo(config, progress=_say)
     first, last = summary.reward_first, summary.reward_last

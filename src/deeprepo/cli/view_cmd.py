@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.report.text import console
 from deeprepo.report.viewer import VIEWER_FILE, write_viewer
 

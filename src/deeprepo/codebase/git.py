@@ -23,7 +23,7 @@ environment (the API keys). Every git command here therefore runs:
 
 Only plumbing that reads objects is used (``rev-parse``, ``ls-tree``, ``cat-file --batch``
 without ``--filters`` or ``--textconv``): no checkout, no attribute filters, no index. A
-missing or corrupt object is a :class:`~deeprepo.errors.CodebaseError` naming the path; so is
+missing or corrupt object is a :class:`~deeprepo.base.errors.CodebaseError` naming the path; so is
 a command that makes no progress for ``GIT_IDLE_TIMEOUT_S`` (a FIFO in ``.git`` blocks git's
 reads) and a tree listing more than ``MAX_TREE_ENTRIES`` paths (a "git bomb").
 """
@@ -41,8 +41,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import NamedTuple
 
-from deeprepo.errors import CodebaseError
-from deeprepo.textsafe import escape_name
+from deeprepo.base.errors import CodebaseError
+from deeprepo.base.textsafe import escape_name
 
 __all__ = [
     "CONFIG_OVERRIDES",

@@ -5,7 +5,7 @@ and junk directories, binary and oversized files, symlinks (never followed) and 
 other names may be outside the root are skipped, and every skip the user may care about is
 listed in ``metadata.skipped`` with its reason. Nothing here runs the repository's code; a git
 revision is read by :mod:`.revision` with hardened git, never checked out. Names are shown
-escaped (:mod:`deeprepo.textsafe`) in ``file_tree`` and the metadata, and kept raw as the keys
+escaped (:mod:`deeprepo.base.textsafe`) in ``file_tree`` and the metadata, and kept raw as the keys
 of ``codebase``.
 """
 
@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from deeprepo.base.errors import CodebaseError
+from deeprepo.base.textsafe import escape_name
 from deeprepo.codebase.collect import (
     OPEN_FLAGS,
     Accumulator,
@@ -37,8 +39,6 @@ from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
 from deeprepo.codebase.revision import read_revision
 from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
-from deeprepo.errors import CodebaseError
-from deeprepo.textsafe import escape_name
 
 __all__ = ["load_codebase"]
 
@@ -376,7 +376,7 @@ def codebase_from_files(
     File names are untrusted: ``files`` keeps them as they are (they are data, the keys of
     ``codebase``), but every name that is *shown* (``file_tree``, and ``root``,
     ``largest_files``, ``entry_points``, ``skipped`` and ``notes`` in the metadata) goes
-    through :func:`~deeprepo.textsafe.escape_name`, so a newline, escape sequence or bidi
+    through :func:`~deeprepo.base.textsafe.escape_name`, so a newline, escape sequence or bidi
     override in a name cannot forge lines or act on a terminal."""
     ordered = dict(sorted(files.items()))
     languages = Counter(lang for lang in map(language_of, ordered) if lang is not None)

@@ -8,11 +8,11 @@ import posixpath
 import stat
 from pathlib import Path
 
+from deeprepo.base.errors import CodebaseError
+from deeprepo.base.textsafe import escape_name
 from deeprepo.codebase.collect import OPEN_FLAGS, Accumulator, clean_name, inside_reason
 from deeprepo.codebase.git import MISSING_HINT, GitReader, TreeEntry
 from deeprepo.codebase.languages import JUNK_DIRS, VCS_DIRS, has_binary_extension
-from deeprepo.errors import CodebaseError
-from deeprepo.textsafe import escape_name
 
 __all__ = ["MAX_REVISION_BYTES", "read_revision"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from deeprepo.textsafe import escape_name
+from deeprepo.base.textsafe import escape_name
 
 #: Default line cap: a few thousand lines keep the tree useful without flooding the root's context.
 DEFAULT_MAX_LINES = 5_000
@@ -35,7 +35,7 @@ def build_tree(paths: Iterable[str], *, root_name: str, max_lines: int = DEFAULT
     When the tree would pass ``max_lines`` lines it stops there and ends with a note
     saying how many entries were left out.
 
-    Names are shown through :func:`~deeprepo.textsafe.escape_name`: a name holding a newline
+    Names are shown through :func:`~deeprepo.base.textsafe.escape_name`: a name holding a newline
     or an escape sequence stays one line of the tree (``evil\\n  forged.py``).
     """
     if max_lines < 1:

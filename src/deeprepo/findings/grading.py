@@ -34,8 +34,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from deeprepo.errors import UsageError
-from deeprepo.findings.model import Finding, dedupe, finding_from_dict, normalize_cwe
+from deeprepo.base.errors import UsageError
+from deeprepo.base.finding import Finding, dedupe, finding_from_dict, normalize_cwe
 
 DEFAULT_TOLERANCE = 10
 _KIND_SEP_RE = re.compile(r"[\s_/]+")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from deeprepo.errors import ConfigError
+from deeprepo.base.errors import ConfigError
 
 __all__ = ["CATALOG", "LocalModelInfo", "get_model", "model_names"]
 

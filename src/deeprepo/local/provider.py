@@ -20,17 +20,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from deeprepo.errors import ProviderError
-from deeprepo.local.catalog import LocalModelInfo
-from deeprepo.local.replies import parse_findings
-from deeprepo.local.server import LocalServer, acquire, check_ready, release
-from deeprepo.orchestrator.prompts import (
+from deeprepo.base.chat import ChatRequest, Completion, Message, Usage
+from deeprepo.base.errors import ProviderError
+from deeprepo.base.prompts import (
     FILE_AUDIT_INSTRUCTIONS,
     SMALL_WORKER_SYSTEM_PROMPT,
     extract_file_blocks,
     small_file_audit_prompt,
 )
-from deeprepo.providers.base import ChatRequest, Completion, Message, Usage
+from deeprepo.local.catalog import LocalModelInfo
+from deeprepo.local.replies import parse_findings
+from deeprepo.local.server import LocalServer, acquire, check_ready, release
 from deeprepo.providers.openai_compat import OpenAICompatModel
 from deeprepo.providers.spec import ModelSpec
 

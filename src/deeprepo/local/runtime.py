@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from deeprepo.errors import DeeprepoError
+from deeprepo.base.errors import DeeprepoError
 from deeprepo.local.paths import runtime_dir
 
 __all__ = [

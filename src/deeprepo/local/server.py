@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 
-from deeprepo.errors import ConfigError, ProviderError
+from deeprepo.base.errors import ConfigError, ProviderError
 from deeprepo.local.catalog import LocalModelInfo
 from deeprepo.local.paths import data_home, logs_dir
 from deeprepo.local.runtime import find_runtime

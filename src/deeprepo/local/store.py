@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from deeprepo.errors import DeeprepoError
+from deeprepo.base.errors import DeeprepoError
 from deeprepo.local.catalog import LocalModelInfo
 from deeprepo.local.paths import models_dir
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from deeprepo.base.errors import UsageError
 from deeprepo.codebase.scope import SCOPES
-from deeprepo.errors import UsageError
 from deeprepo.findings.coverage import CoverageIndex
 
 __all__ = [

@@ -31,19 +31,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from itertools import chain
-from typing import Any, Literal, Protocol
+from typing import Protocol
 
+from deeprepo.base.records import Behaviour, Label
 from deeprepo.findings.coverage import nontrivial_lines, prompt_lines
 
 __all__ = [
     "BATCH_SHARE",
-    "LABELS",
     "OVER_EXPLORATION_TURNS",
     "ROOT_READ_SHARE",
     "SHOWN_LINES",
-    "Behaviour",
     "ShownIndex",
     "TurnCalls",
     "behaviour_of",
@@ -51,14 +50,6 @@ __all__ = [
     "turn_calls",
 ]
 
-Label = Literal["no-delegation", "self-analysis", "mixed", "batch-delegation", "over-exploration"]
-LABELS: tuple[Label, ...] = (
-    "no-delegation",
-    "over-exploration",
-    "self-analysis",
-    "batch-delegation",
-    "mixed",
-)
 #: Exploration turns (no sub-LLM work, before the answer) from which a run over-explores: a
 #: delegating workflow needs at most four (orient, plan, review the workers' answers,
 #: synthesise), plus two for a retry or a SyntaxError.
@@ -110,48 +101,6 @@ def turn_calls(turn: _TurnLike) -> TurnCalls:
         batch_sizes=tuple(turn.llm_batch_sizes),
         answer_ready=turn.answer_ready,
     )
-
-
-@dataclass(frozen=True)
-class Behaviour:
-    """The ``behaviour`` object of metrics.json and of every results.jsonl row."""
-
-    label: str
-    llm_query_calls: int
-    llm_batch_calls: int
-    batch_sizes: list[int] = field(default_factory=list)
-    files_read_by_root: int = 0
-    files_sent_to_workers: int = 0
-    turns_with_sub_calls: int = 0
-    answer_turn: int | None = None
-    exploration_turns: int = 0
-    sub_prompts: int = 0  # prompts asked of workers: query calls plus every batch's size
-    batched_share: float | None = None  # share of sub_prompts in batches of two or more
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Behaviour:
-        """Parse a ``behaviour`` object (raises ``ValueError`` on a wrong type)."""
-        try:
-            answer = d.get("answer_turn")
-            share = d.get("batched_share")
-            return cls(
-                label=str(d["label"]),
-                llm_query_calls=int(d.get("llm_query_calls") or 0),
-                llm_batch_calls=int(d.get("llm_batch_calls") or 0),
-                batch_sizes=[int(n) for n in d.get("batch_sizes") or []],
-                files_read_by_root=int(d.get("files_read_by_root") or 0),
-                files_sent_to_workers=int(d.get("files_sent_to_workers") or 0),
-                turns_with_sub_calls=int(d.get("turns_with_sub_calls") or 0),
-                answer_turn=None if answer is None else int(answer),
-                exploration_turns=int(d.get("exploration_turns") or 0),
-                sub_prompts=int(d.get("sub_prompts") or 0),
-                batched_share=None if share is None else float(share),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ValueError(f"bad behaviour object ({e})") from None
 
 
 class ShownIndex:

@@ -15,11 +15,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from deeprepo.architecture import architecture_of, architecture_summary
+from deeprepo.base import prompts
+from deeprepo.base.chat import ChatModel, ChatRequest, Message
+from deeprepo.base.errors import BudgetExceeded, ProviderError, SandboxError
+from deeprepo.base.finding import Finding, dedupe, finding_from_dict
+from deeprepo.base.records import RunResult, Turn
 from deeprepo.codebase.model import Codebase
-from deeprepo.errors import BudgetExceeded, ProviderError, SandboxError
 from deeprepo.findings.coverage import prompt_lines
-from deeprepo.findings.model import Finding, dedupe, finding_from_dict
-from deeprepo.orchestrator import prompts
 from deeprepo.orchestrator.audit import (
     DEFAULT_AUDIT_SCOPES,
     DispatchStats,
@@ -29,9 +31,7 @@ from deeprepo.orchestrator.audit import (
 )
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.parser import extract_code_blocks
-from deeprepo.orchestrator.records import RunResult, Turn
 from deeprepo.orchestrator.salvage import salvage_report
-from deeprepo.providers.base import ChatModel, ChatRequest, Message
 from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.sandbox.config import SandboxConfig

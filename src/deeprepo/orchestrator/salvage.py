@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from deeprepo.findings.model import SEVERITIES, Finding
+from deeprepo.base.finding import SEVERITIES, Finding
 
 
 def salvage_report(

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from deeprepo.errors import ConfigError, ProviderError
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.errors import ConfigError, ProviderError
 from deeprepo.providers.openai_compat import (
     LoopBoundClient,
     _usage_warning,

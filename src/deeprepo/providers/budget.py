@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from deeprepo.errors import BudgetExceeded
+from deeprepo.base.errors import BudgetExceeded
 from deeprepo.providers.ledger import Ledger
 
 __all__ = ["Budget"]

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
 
 __all__ = ["ResponseCache", "default_cache_dir"]
 

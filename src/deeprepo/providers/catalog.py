@@ -12,14 +12,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from deeprepo.providers.prices import PriceTable
+from deeprepo.providers.registry import builtin_providers
 
-__all__ = ["BUILTIN_WORKERS", "ModelInfo", "builtin_models", "known_models"]
-
-#: The built-in sub-workers (``workers/``): what each answers from.
-BUILTIN_WORKERS = {
-    "static": "built-in worker: answers audit prompts from static analyzers",
-    "oracle": "built-in worker: answers from a generated task's ground truth (eval, RL)",
-}
+__all__ = ["ModelInfo", "builtin_models", "known_models"]
 
 
 @dataclass(frozen=True)
@@ -44,11 +39,11 @@ class ModelInfo:
 
 
 def builtin_models() -> list[ModelInfo]:
-    """The scripted root policies and the built-in workers: free, no key, no network."""
-    from deeprepo.policies import POLICIES
-
-    described = {f"scripted/{p}": "built-in root: a scripted policy" for p in sorted(POLICIES)}
-    described.update(BUILTIN_WORKERS)
+    """The models the registered built-in providers list (scripted root policies, the
+    static and oracle workers): free, no key, no network."""
+    described: dict[str, str] = {}
+    for provider in builtin_providers():
+        described.update(provider.models())
     return [
         ModelInfo(
             name=name,

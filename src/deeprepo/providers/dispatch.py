@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Literal
 
-from deeprepo.errors import BudgetExceeded, DeeprepoError
-from deeprepo.orchestrator.prompts import WORKER_SYSTEM_PROMPT
-from deeprepo.providers.base import ChatRequest, Message
+from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.base.errors import BudgetExceeded, DeeprepoError
+from deeprepo.base.prompts import WORKER_SYSTEM_PROMPT
 from deeprepo.providers.metered import MeteredModel
 
 __all__ = ["ERROR_PREFIX", "SubDispatcher"]

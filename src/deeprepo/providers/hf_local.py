@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deeprepo.errors import ConfigError, ProviderError
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.errors import ConfigError, ProviderError
 
 __all__ = [
     "INSTALL_HINT",
@@ -192,7 +192,7 @@ def load_checkpoint(model: str, device: str | None = None) -> _Loaded:
 
 
 class HFLocalModel:
-    """A :class:`~deeprepo.providers.base.ChatModel` over a local checkpoint."""
+    """A :class:`~deeprepo.base.chat.ChatModel` over a local checkpoint."""
 
     def __init__(self, model: str, settings: HFSettings | None = None) -> None:
         self.model = model

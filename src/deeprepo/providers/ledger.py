@@ -16,7 +16,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 
 __all__ = ["LLMCall", "Ledger", "UsageRow"]
 

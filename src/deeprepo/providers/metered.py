@@ -27,8 +27,8 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from deeprepo.errors import BudgetExceeded, ProviderError, ProviderUnreachable
-from deeprepo.providers.base import ChatModel, ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatModel, ChatRequest, Completion, Usage
+from deeprepo.base.errors import BudgetExceeded, ProviderError, ProviderUnreachable
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger, LLMCall

@@ -19,8 +19,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from deeprepo.errors import ConfigError, ProviderError, ProviderUnreachable
-from deeprepo.providers.base import ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.errors import ConfigError, ProviderError, ProviderUnreachable
 from deeprepo.providers.spec import ModelSpec
 
 __all__ = [

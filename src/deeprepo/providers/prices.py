@@ -20,8 +20,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from deeprepo.errors import ConfigError
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
+from deeprepo.base.errors import ConfigError
 
 __all__ = ["ModelPrice", "PriceTable", "is_builtin_model"]
 

@@ -1,26 +1,88 @@
 """From a :class:`ModelSpec` to a working :class:`ChatModel`, and the default models.
 
-Keys are read from the environment when a model is built, never at import.
-Built-in models (``scripted/<policy>``, ``static``, ``oracle``) are imported
-lazily from their own packages, so nothing here loads a heavy dependency early.
+Keys are read from the environment when a model is built, never at import. Hosted
+providers (Anthropic, OpenAI-compatible, OpenRouter) and in-process checkpoints (``hf/``)
+are built here. Built-in models live in the rooms above (the offline engine's
+``scripted``/``static`` in ``deeprepo.builtin``, managed ``local/`` models in
+``deeprepo.local``, the research stack's ``oracle`` and policies in ``deeprepo.rl``) and
+register themselves with :func:`register_provider`, so this module never imports them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
-from deeprepo.errors import ConfigError, MissingKeyError
-from deeprepo.providers.base import ChatModel
+from deeprepo.base.chat import ChatModel
+from deeprepo.base.errors import ConfigError, MissingKeyError
 from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.spec import ModelSpec
 
-__all__ = ["LOCAL_SERVER_KEY", "build_model", "default_models"]
+__all__ = [
+    "LOCAL_SERVER_KEY",
+    "BuildContext",
+    "BuiltinProvider",
+    "build_model",
+    "builtin_providers",
+    "default_models",
+    "register_provider",
+]
 
 # Local OpenAI-compatible servers (vLLM, Ollama, llama.cpp) accept any key, but the
 # SDKs refuse to start without one.
 LOCAL_SERVER_KEY = "not-needed"
 OFFLINE_MODELS = ("scripted/expert", "static")
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a built-in provider's factory is given besides the spec."""
+
+    role: str
+    env: Mapping[str, str]
+    timeout_s: float = 600.0
+    #: Options of the built-in model (``codebase=`` for the static worker, ``ground_truth=``
+    #: for the oracle); a factory that takes none refuses them.
+    options: Mapping[str, object] = field(default_factory=dict)
+
+    def no_options(self, spec: ModelSpec) -> None:
+        if self.options:
+            raise ConfigError(f"{spec.name} takes no options")
+
+
+@dataclass(frozen=True)
+class BuiltinProvider:
+    """A provider deeprepo runs itself: ``build`` makes the model, ``models`` lists the
+    spec strings it answers to with one line each (``deeprepo models``)."""
+
+    name: str
+    build: Callable[[ModelSpec, BuildContext], ChatModel]
+    models: Callable[[], Mapping[str, str]] = dict
+
+
+_BUILTINS: dict[str, BuiltinProvider] = {}
+
+
+def register_provider(provider: BuiltinProvider) -> None:
+    """Make ``provider.name`` a model prefix (``scripted``, ``static``, ``local``, …);
+    registering a name again replaces it."""
+    _BUILTINS[provider.name] = provider
+
+
+def builtin_providers() -> list[BuiltinProvider]:
+    """The registered built-in providers, in registration order."""
+    return list(_BUILTINS.values())
+
+
+def _build_hf(spec: ModelSpec, context: BuildContext) -> ChatModel:
+    from deeprepo.providers.hf_local import HFLocalModel, HFSettings
+
+    context.no_options(spec)
+    return HFLocalModel(spec.model, HFSettings.from_env(context.env))
+
+
+register_provider(BuiltinProvider("hf", _build_hf))
 
 
 def build_model(
@@ -38,33 +100,18 @@ def build_model(
     ``base_url`` (a local server) a missing key is fine.
     """
     environ = os.environ if env is None else env
-    if spec.provider == "scripted":
-        from deeprepo.policies import make_policy
-
-        if builtin_kwargs:
-            raise ConfigError(f"{spec.name} takes no options")
-        policy: ChatModel = make_policy(spec.model)
-        return policy
-    if spec.provider == "local":
-        from deeprepo.local.catalog import get_model
-        from deeprepo.local.provider import LocalModel
-
-        if builtin_kwargs:
-            raise ConfigError(f"{spec.name} takes no options")
-        return LocalModel(get_model(spec.model), role=role, env=env, timeout_s=timeout_s)
-    if spec.provider in ("static", "oracle"):
-        from deeprepo.workers import make_worker
-
-        return make_worker(spec.provider, **dict(builtin_kwargs or {}))
-    if spec.provider == "hf":
-        from deeprepo.providers.hf_local import HFLocalModel, HFSettings
-
-        if builtin_kwargs:
-            raise ConfigError(f"{spec.name} takes no options")
-        return HFLocalModel(spec.model, HFSettings.from_env(environ))
+    builtin = _BUILTINS.get(spec.provider)
+    if builtin is not None:
+        context = BuildContext(role, environ, timeout_s, dict(builtin_kwargs or {}))
+        return builtin.build(spec, context)
     key_env = KEY_ENV.get(spec.provider)
     if key_env is None:
-        raise ConfigError(f"no adapter for provider {spec.provider!r}")
+        known = ", ".join(sorted(_BUILTINS))
+        raise ConfigError(
+            f"{spec.name} is not available here: no provider {spec.provider!r} is registered "
+            f"(built-in providers: {known}; the research models oracle and scripted/<policy> "
+            "come with the deeprepo.rl package)"
+        )
     key = environ.get(key_env, "").strip()
     if not key:
         if spec.base_url is None:

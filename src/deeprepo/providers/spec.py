@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from deeprepo.errors import ConfigError
+from deeprepo.base.errors import ConfigError
 
 __all__ = [
     "BUILTIN_PROVIDERS",

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from deeprepo.providers.base import ChatRequest
+from deeprepo.base.chat import ChatRequest
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 

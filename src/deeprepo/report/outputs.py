@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deeprepo import __version__
+from deeprepo.base.version import VERSION
 from deeprepo.architecture import architecture_markdown, architecture_of
+from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
+from deeprepo.base.records import RunResult
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
-from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
-from deeprepo.orchestrator.records import RunResult
 from deeprepo.report.sarif import sarif_log
 from deeprepo.report.text import md_block, md_code, md_text
 from deeprepo.report.viewer import write_viewer_quietly
@@ -75,7 +75,7 @@ def metrics(
         by_scope[f.scope] = by_scope.get(f.scope, 0) + 1
     return {
         "schema_version": METRICS_SCHEMA_VERSION,
-        "deeprepo_version": __version__,
+        "deeprepo_version": VERSION,
         "mode": mode,
         "offline": offline,
         "root_model": result.root_model,

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 
 RUNS_DIR = Path("deeprepo-runs")
 

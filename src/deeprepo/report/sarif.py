@@ -19,9 +19,9 @@ from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any
 from urllib.parse import quote
 
-from deeprepo import __version__
-from deeprepo.findings.model import SEVERITIES, Finding, sort_by_severity
-from deeprepo.orchestrator.records import RunResult
+from deeprepo.base.version import VERSION
+from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
+from deeprepo.base.records import RunResult
 
 __all__ = [
     "FINGERPRINT_KEY",
@@ -209,8 +209,8 @@ def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
                 "tool": {
                     "driver": {
                         "name": "deeprepo",
-                        "version": __version__,
-                        "semanticVersion": __version__,
+                        "version": VERSION,
+                        "semanticVersion": VERSION,
                         "informationUri": information_uri(),
                         "rules": rules,
                     }

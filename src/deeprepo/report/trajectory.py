@@ -14,8 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from deeprepo.jsonl import record_lines
-from deeprepo.orchestrator.records import Turn
+from deeprepo.base.jsonl import record_lines
+from deeprepo.base.records import Turn
 
 RUN_FILES = (
     "trajectory.jsonl",

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 from deeprepo.runlog.db import connect, log_path
 
 __all__ = [

@@ -18,12 +18,12 @@ import secrets
 import socket
 import sqlite3
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deeprepo import __version__
+from deeprepo.base.version import VERSION
 from deeprepo.report.calls import read_calls
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog.db import connect, log_path, write
@@ -269,7 +269,7 @@ class RunRecorder:
             "root_model": root_model,
             "sub_model": sub_model,
             "offline": None if offline is None else int(offline),
-            "deeprepo_version": __version__,
+            "deeprepo_version": VERSION,
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }
@@ -367,24 +367,25 @@ class RunRecorder:
             ((run_id, *(u.get(c) for c in _USAGE_COLUMNS)) for u in usage),
         )
 
-    def finish_eval(self, out_dir: Path, wall_seconds: float) -> None:
-        """Copy a finished ``deeprepo eval`` from ``out_dir/results.jsonl``: one row per
-        rollout, the summed ledger of every rollout, and the run's totals."""
+    def finish_eval(
+        self,
+        results: Sequence[Mapping[str, Any]],
+        *,
+        failed: int,
+        summary: str,
+        wall_seconds: float,
+    ) -> None:
+        """Copy a finished ``deeprepo eval``: one row per rollout (``results.jsonl``'s rows),
+        the summed ledger of every rollout, and the run's totals; ``failed`` rollouts stopped
+        on an error, ``summary`` is the printout."""
         if not self.enabled or self.run_id is None:
             return
         try:
-            from deeprepo.evals.results import load_results
-            from deeprepo.evals.runner import rollout_failed
-
-            loaded = load_results(Path(out_dir) / "results.jsonl")
-            failed = sum(rollout_failed(r) for r in loaded)
-            results = [r.to_dict() for r in loaded]
-            summary_path = Path(out_dir) / "summary.txt"
-            summary = summary_path.read_text("utf-8") if summary_path.is_file() else ""
+            rows = [dict(r) for r in results]
             db = connect(self.path)
             try:
                 with write(db):
-                    self._store_eval(db, results, failed, summary, wall_seconds)
+                    self._store_eval(db, rows, failed, summary, wall_seconds)
             finally:
                 db.close()
         except Exception as exc:

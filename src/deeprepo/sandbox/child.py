@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 PROTOCOL_PATH = os.path.join(_HERE, "protocol.py")
-PROMPTS_PATH = os.path.join(os.path.dirname(_HERE), "orchestrator", "prompts.py")
+PROMPTS_PATH = os.path.join(os.path.dirname(_HERE), "base", "prompts.py")
 HARDEN_PATH = os.path.join(_HERE, "harden.py")  # process isolation: cgroup, nobody, seccomp
 SCAFFOLD = (
     "llm_query",

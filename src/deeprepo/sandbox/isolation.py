@@ -28,13 +28,11 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-from deeprepo.errors import SandboxError, SandboxRefused
+from deeprepo.base.errors import SandboxError, SandboxRefused
 from deeprepo.sandbox import seccomp
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
-_PROMPTS_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "orchestrator"
-)
+_PROMPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "base")
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
-from deeprepo.errors import SandboxError
+from deeprepo.base.errors import SandboxError
 from deeprepo.sandbox import cgroup, protocol
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import resolve_mode

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from deeprepo.errors import SandboxError
+from deeprepo.base.errors import SandboxError
 from deeprepo.sandbox import cgroup, protocol, seccomp
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import (

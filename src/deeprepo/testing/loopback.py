@@ -38,7 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-from deeprepo.providers.base import Usage
+from deeprepo.base.chat import Usage
 
 __all__ = ["DEFAULT_TEXT", "Fault", "LoopbackServer", "RecordedRequest", "Reply", "Route", "spawn"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from html import escape
 
+from deeprepo.base.textsafe import escape_name, escape_text
 from deeprepo.report.viewer.runview import num, text
-from deeprepo.textsafe import escape_name, escape_text
 
 __all__ = ["Cuts", "Limits", "h", "hb", "money", "pre", "whole"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from deeprepo import __version__
+from deeprepo.base.version import VERSION
 from deeprepo.report.viewer.markup import Cuts, Limits, h
 from deeprepo.report.viewer.runview import RunView, load_run_view, text
 from deeprepo.report.viewer.sections import chart_section, findings_section, summary_section
@@ -125,7 +125,7 @@ def _render(view: RunView, limits: Limits) -> tuple[str, list[str]]:
         *chart_section(view),
         *findings,
         *turns,
-        f'<p class="muted">Page written by deeprepo {escape(__version__)} from the run folder; '
+        f'<p class="muted">Page written by deeprepo {escape(VERSION)} from the run folder; '
         "it loads nothing from the network.</p></main>",
     ]
     page = "\n".join(
@@ -160,7 +160,7 @@ def write_viewer(
     run_dir: Path, out: Path | None = None, limits: Limits | None = None
 ) -> ViewerPage:
     """Render ``run_dir`` into ``out`` (default ``run_dir/trajectory.html``), atomically.
-    Raises :class:`~deeprepo.errors.UsageError` when ``run_dir`` holds no trajectory."""
+    Raises :class:`~deeprepo.base.errors.UsageError` when ``run_dir`` holds no trajectory."""
     view = load_run_view(run_dir)
     target = out or run_dir / VIEWER_FILE
     page, cut = _render(view, limits or Limits())

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deeprepo.errors import UsageError
+from deeprepo.base.errors import UsageError
 
 __all__ = ["CallRecord", "RunView", "load_run_view"]
 

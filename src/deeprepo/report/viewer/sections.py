@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from deeprepo.findings.model import SEVERITIES
+from deeprepo.base.finding import SEVERITIES
 from deeprepo.report.viewer.costchart import cost_series, cost_svg
 from deeprepo.report.viewer.markup import Cuts, Limits, h, money, whole
 from deeprepo.report.viewer.runview import RunView, num, opt_num, text

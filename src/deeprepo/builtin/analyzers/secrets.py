@@ -1,0 +1,199 @@
+"""Hardcoded secrets: detect-secrets' scan, and what counts as a secret's value.
+
+detect-secrets finds candidates; :func:`looks_like_secret` decides whether a
+value is one. It is used for every tool's secret findings (bandit's B105-B107,
+semgrep's rules, detect-secrets), so ``"SECRET_KEY": None``, ``changeme``,
+``${API_KEY}``, ``os.environ[...]`` or a field name like ``"password_reset"``
+are never reported, whoever matched them. Entropy alone is not enough: a
+high-entropy string counts only on a line that names a secret, and never when
+the line says it is a hash, a commit or a checksum.
+
+The secret value is never put into a finding.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from deeprepo.base.errors import ConfigError
+from deeprepo.builtin.analyzers.findings import WorkerFinding
+
+__all__ = ["SECRET_FIX", "looks_like_secret", "names_a_secret", "run_detect_secrets"]
+
+SECRET_FIX = (
+    "Remove the value from the source, read it from the environment or a secrets manager, "
+    "and rotate it: it stays in the repository history."
+)
+_ENTROPY_TYPES = frozenset({"Base64 High Entropy String", "Hex High Entropy String"})
+_NOT_VALUES = frozenset(
+    {"none", "null", "nil", "undefined", "true", "false", "password", "passwd", "secret",
+     "token", "key", "apikey", "api_key", "bearer", "basic", "oauth", "auth", "empty"}
+)  # fmt: skip
+_PLACEHOLDER = re.compile(
+    r"change[-_ ]?me|changeit|replace[-_ ]?(?:me|this|with)|your[-_ ]|^<.*>$|\$\{|\{\{|\}\}|%\(|%s"
+    r"|\{\d*\}|x{4,}|\*{3,}|\.{3}|^(?:dummy|fake|sample|example|placeholder|redacted|todo|fixme)"
+    r"|(?:dummy|fake|sample|example|placeholder|redacted)$|^os\.|^process\.env|getenv",
+    re.IGNORECASE,
+)
+# Prose, not a key: a prompt or an error message ("Enter password:", "Invalid token").
+_MESSAGE = re.compile(
+    r"\S\s+\S+\s+\S|[:!?,]\s|[:?]$|(?i:\b(?:invalid|enter|please|wrong|required|missing|incorrect)\b)"
+)
+# A name, not a value: ``"password_reset"``, ``"x-auth-token"``, ``"SECRET_KEY"``.
+_IDENTIFIER = re.compile(r"^(?:[a-z]+(?:[-_.:][a-z]+)+|[A-Z]+(?:[-_.:][A-Z]+)*)$")
+# A string annotation (``secret: "Optional[str]" = None``), not a default value.
+_TYPE_EXPRESSION = re.compile(r"^[A-Za-z_][\w.]*\[.*\]$")
+# Names that hold secrets; plain ``key`` is too common (cache keys, dict keys) to count.
+_SECRET_NAME = re.compile(
+    r"secret|passw|passwd|pwd|token|api[-_]?key|apikey|private[-_]?key|access[-_]?key"
+    r"|signing[-_]?key|encryption[-_]?key|client[-_]?secret|credential|auth[-_]?key",
+    re.IGNORECASE,
+)
+# The name of an assignment or key whose value is public even if the name mentions a secret.
+_NON_SECRET_NAME = re.compile(
+    r"\w*(?:salt|_iv|header|field|_name|_param|_url|_uri|_path|_file|_env|_var|_prefix|_type|_length)"
+    r"[\"']?\s*(?::\s*\w+\s*)?[:=]",
+    re.IGNORECASE,
+)
+# Lines that say the long hex or base64 string is not a secret.
+_NOT_SECRET_CONTEXT = re.compile(
+    r"sha\d*|md5|hash|digest|checksum|commit|\brev\b|revision|etag|fingerprint|integrity"
+    r"|uuid|guid|\bid\b|_id\b|gzip|zlib|base64\.b64decode|png|jpe?g|gif|font|woff|data:|image",
+    re.IGNORECASE,
+)
+
+
+def looks_like_secret(value: str | None) -> bool:
+    """Whether a literal value could be a real secret (not a placeholder, name or reference)."""
+    if value is None:
+        return False
+    v = value.strip().strip("\"'`").strip()
+    if len(v) < 4 or v.lower() in _NOT_VALUES:
+        return False
+    if _PLACEHOLDER.search(v) or _MESSAGE.search(v):
+        return False
+    if _IDENTIFIER.match(v) or _TYPE_EXPRESSION.match(v):
+        return False
+    if v.startswith(("/", "./", "../", "~/")) or ("://" in v and "@" not in v):
+        return False  # a path or a URL without credentials in it
+    return len(set(v)) > 2  # "aaaa", "0000"
+
+
+def names_a_non_secret(line: str) -> bool:
+    """Whether the name assigned on ``line`` holds something public by design.
+
+    ``PASSWORD_SALT``, ``TOKEN_HEADER``, ``SECRET_KEY_NAME``, ``password_field``:
+    the name mentions a secret, the value is a salt, a header or a field name.
+    """
+    return bool(_NON_SECRET_NAME.search(line))
+
+
+def names_a_secret(text: str) -> bool:
+    """Whether ``text`` (a line, minus the value) names something secret."""
+    return bool(_SECRET_NAME.search(text))
+
+
+def _entropy_hit_is_secret(line: str, value: str) -> bool:
+    context = line.replace(value, " ")
+    return names_a_secret(context) and not _NOT_SECRET_CONTEXT.search(context)
+
+
+_SECRETS_LOCK = threading.Lock()
+_VERIFY_FILTER = "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
+
+
+def _ensure_secret_plugins() -> None:
+    """Enable detect-secrets' default plugins in its process-wide settings (once).
+
+    detect-secrets keeps its settings in a global; the default set is what
+    ``detect-secrets scan`` uses. Callers hold ``_SECRETS_LOCK``.
+    """
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.settings import get_filters, get_settings
+
+    settings = get_settings()
+    if not settings.plugins:
+        classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
+        settings.configure_plugins([{"name": cls.__name__} for cls in classes])
+    # With this filter configured, plugins verify candidates against live
+    # services; deeprepo never touches the network from the analyzers.
+    if settings.filters.pop(_VERIFY_FILTER, None) is not None:
+        get_filters.cache_clear()
+
+
+def _any_plugin_matches(plugins: list[Any], path: str, lines: list[tuple[int, str]]) -> bool:
+    """Whether any plugin matches any line, before filters.
+
+    Filters only remove candidates, so a file with no raw match has no
+    finding; most files have none, and this direct pass is several times
+    cheaper than the library's injected per-line loop, which then runs (with
+    its filters and context) only on files that have a match.
+    """
+    try:
+        return any(
+            plugin.analyze_line(filename=path, line=line.rstrip(), line_number=n)
+            for n, line in lines
+            for plugin in plugins
+        )
+    except Exception:  # a plugin that wants more than this: let the library decide
+        return True
+
+
+def run_detect_secrets(path: str, text: str) -> list[WorkerFinding]:
+    """detect-secrets' default plugins over ``text``, judged; lines relative to ``text``.
+
+    ``path`` picks the file-type rules (e.g. quoting in Python vs YAML).
+    """
+    try:
+        # The library's own per-line loop (filters, context) without its file
+        # reading, so text already in memory is scanned as ``scan_file`` would.
+        from detect_secrets.core.scan import _process_line_based_plugins
+    except ImportError as exc:  # pragma: no cover - detect-secrets is a core dependency
+        raise ConfigError(
+            "the static worker needs detect-secrets 1.x: pip install 'detect-secrets>=1.5,<2'"
+        ) from exc
+
+    from detect_secrets.settings import get_plugins
+
+    source = text.split("\n")
+    lines = list(enumerate(source, 1))
+    with _SECRETS_LOCK:
+        _ensure_secret_plugins()
+        if not _any_plugin_matches(get_plugins(), path, lines):
+            return []
+        secrets = list(_process_line_based_plugins(lines, path))
+    by_line: dict[int, list[str]] = {}
+    for secret in secrets:
+        n = int(secret.line_number)
+        value = secret.secret_value
+        if not looks_like_secret(value) or names_a_non_secret(source[n - 1]):
+            continue
+        if secret.type in _ENTROPY_TYPES and not _entropy_hit_is_secret(source[n - 1], str(value)):
+            continue
+        types = by_line.setdefault(n, [])
+        if secret.type not in types:
+            types.append(str(secret.type))
+    out = []
+    for line, types in sorted(by_line.items()):
+        weak = all(t in _ENTROPY_TYPES for t in types)
+        out.append(
+            WorkerFinding(
+                line=line,
+                end_line=line,
+                kind="hardcoded-secret",
+                cwe="CWE-798",
+                severity="medium" if weak else "high",
+                title="Possible secret (high-entropy value named as a secret)"
+                if weak
+                else "Hardcoded secret in source",
+                detail=(
+                    f"detect-secrets matched this line ({', '.join(types)}). "
+                    "Anyone who can read the code or its history has the value."
+                ),
+                fix=SECRET_FIX,
+                tool="detect-secrets",
+            )
+        )
+    return out

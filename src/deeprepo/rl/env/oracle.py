@@ -1,0 +1,464 @@
+"""The ``oracle`` sub-worker: answers like an LLM auditor, from a task's ground truth (DESIGN §5).
+
+It isolates orchestration skill in RL: a root that gets the code to a worker with a real
+audit request is rewarded, however well the worker reads. It behaves the way an LLM
+worker does, so a root cannot game it with something an LLM would not answer:
+
+* **It reads the code the prompt carries, in any shape.** Files are found by content
+  (``findings.coverage``): bare, fenced, quoted, numbered in any common style, with or
+  without a path header. A path without content shows nothing.
+* **It reports what it can locate.** A true bug is reported only when one of its lines
+  is in the prompt *in order with its neighbours* (the lines around it in the file sit on
+  the same side of it in the prompt, close by): shuffled lines show nothing. A cross-file
+  bug (``related`` in the ground truth) is reported only when its source line reached the
+  same prompt too.
+* **It follows the instruction.** A prompt whose instruction is not about auditing
+  ("translate", "summarise", "say OK"; or a system prompt that asks for something else)
+  gets almost no findings (``off_task_rate``).
+* **It tires.** Past ``context_lines`` non-empty prompt lines, the chance of reporting a
+  bug falls as ``context_lines / lines``: a prompt holding a hundred files finds little.
+* **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
+  false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
+  a decoy when one is shown, the rest preferably on lines that use a risky-looking API.
+* **Its false findings look like its true ones.** Every finding, true or false, is written
+  by the same function from its bug class: title, detail and fix drawn from per-class
+  templates (with the flagged code quoted), kind and CWE drawn from the task's own kinds
+  and CWEs for that class, severity from a per-class distribution. The ground truth's
+  description and severity are never used, so no field tells a true finding from a false
+  one (``benchmarks/bench_oracle_tells.py`` measures it).
+
+Reported line numbers are the file's, shifted to the prompt's own numbering when the
+line carries a number prefix (a worker cites what it sees).
+
+Without a ``codebase`` only ``<file path="...">`` blocks are read, and trusted.
+
+Randomness is drawn from an RNG seeded by a hash of (seed, path, lines shown, instruction)
+(decision 6), so a given prompt always gets the same answer, whatever the call order or
+concurrency.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import random
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.prompts import extract_file_blocks
+from deeprepo.findings.coverage import (
+    MIN_LINE_LENGTH,
+    line_number_prefix,
+    line_variants,
+    unescape,
+)
+from deeprepo.findings.grading import (
+    DEFAULT_TOLERANCE,
+    FamilyTable,
+    GroundTruthEntry,
+    default_families,
+    parse_ground_truth,
+)
+from deeprepo.rl.env.oracle_text import (
+    FALLBACK_FAMILIES,
+    family_hint,
+    render_finding,
+)
+
+__all__ = ["OracleWorker", "classify_instruction", "make_oracle"]
+
+_DECOY_SHARE = 0.5  # share of false findings placed on a decoy when one is shown
+_AMBIGUOUS = 8  # a line found at more places than this is boilerplate: no anchor
+_NEIGHBOUR_SPAN = 6  # how far (in file lines) a bug's neighbour may be
+_SLACK = 3  # extra prompt lines allowed between a line and its neighbour
+# How much likelier a false finding of a class lands on a line whose API suggests that
+# class, or another risky class, than on a plain line.
+_HINT_WEIGHT = 20.0
+_OTHER_HINT_WEIGHT = 5.0
+
+_AUDIT_RE = re.compile(
+    r"\b(audit\w*|vulnerab\w*|vulns?|secur\w*|bugs?|buggy|review\w*|flaws?|cwe|inject\w*|"
+    r"exploit\w*|weakness\w*|defects?|unsafe|insecure|safe|safety|dangerous|malicious|"
+    r"findings?|issues?|problems?|risks?|risky|attack\w*|mistakes?|errors?|wrong|check\w*|"
+    r"analy[sz]\w*|inspect\w*|assess\w*|examine|harden\w*|taint\w*|sanitiz\w*)\b",
+    re.IGNORECASE,
+)
+_OFF_TASK_RE = re.compile(
+    r"\b(translat\w*|summar\w*|say|reply|repeat|echo|explain\w*|describe|document\w*|"
+    r"docstrings?|rewrite|refactor\w*|reformat\w*|format|count|convert|rename|paraphrase|"
+    r"ignore|ok|okay|acknowledge\w*|poem|joke)\b",
+    re.IGNORECASE,
+)
+
+
+def classify_instruction(instruction: str, system: str | None = None) -> bool:
+    """Whether a prompt asks for an audit: its own instruction text decides (an audit word
+    wins over an off-task word); with none, the system prompt does."""
+    if _AUDIT_RE.search(instruction):
+        return True
+    if _OFF_TASK_RE.search(instruction):
+        return False
+    return bool(system and _AUDIT_RE.search(system))
+
+
+@dataclass
+class _Shown:
+    """One file as a prompt shows it: where each of its lines sits in the prompt."""
+
+    path: str
+    at: dict[int, list[int]] = field(default_factory=dict)  # line number -> prompt positions
+    number: dict[int, int] = field(default_factory=dict)  # line number -> number shown
+    text: dict[int, str] = field(default_factory=dict)  # line number -> stripped text
+    nontrivial: list[int] = field(default_factory=list)  # the file's non-trivial line numbers
+
+    def add(self, line: int, pos: int, text: str, number: int | None) -> None:
+        self.at.setdefault(line, []).append(pos)
+        self.text[line] = text
+        if number is not None:
+            self.number[line] = number
+
+    @property
+    def shown_nontrivial(self) -> int:
+        return sum(1 for n, t in self.text.items() if len(t) >= MIN_LINE_LENGTH)
+
+    def located(self, lo: int, hi: int) -> int | None:
+        """A non-trivial line in ``[lo, hi]`` shown in order with its neighbours: of the
+        (up to two) non-trivial file lines on each side of it, at least one is shown, and
+        every one shown sits on its side of it in the prompt, close by. Shuffled lines fail
+        this; a slice that cuts next to the line passes on the side it keeps."""
+        nt = self.nontrivial
+        for n in range(lo, hi + 1):
+            if n not in self.at or len(self.text[n]) < MIN_LINE_LENGTH:
+                continue
+            i = bisect.bisect_left(nt, n)
+            near = [
+                m for m in nt[max(0, i - 2) : i + 3] if m != n and abs(m - n) <= _NEIGHBOUR_SPAN
+            ]
+            if not near:
+                return n  # nothing near it in the file: the line stands alone
+            shown = [m for m in near if m in self.at]
+            # Every neighbour the prompt shows must sit in order, close by; none shown is
+            # a line without context.
+            if shown and any(
+                all(
+                    any(
+                        0 < (p - pos) * (1 if m > n else -1) <= abs(m - n) + _SLACK
+                        for p in self.at[m]
+                    )
+                    for m in shown
+                )
+                for pos in self.at[n]
+            ):
+                return n
+        return None
+
+    def cited(self, line: int) -> int:
+        """The number a worker would cite for file line ``line``: the prompt's own, if any."""
+        return self.number.get(line, line)
+
+
+class OracleWorker:
+    """A :class:`~deeprepo.base.chat.ChatModel` answering from ground truth."""
+
+    def __init__(
+        self,
+        ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
+        *,
+        miss_rate: float = 0.1,
+        false_rate: float = 0.1,
+        seed: int = 0,
+        codebase: Mapping[str, str] | None = None,
+        context_lines: int = 800,
+        off_task_rate: float = 0.05,
+        families: FamilyTable | None = None,
+    ) -> None:
+        if not 0.0 <= miss_rate <= 1.0:
+            raise ValueError(f"miss_rate must be within [0, 1], got {miss_rate}")
+        if false_rate < 0.0:
+            raise ValueError(f"false_rate must be >= 0, got {false_rate}")
+        if context_lines < 1:
+            raise ValueError(f"context_lines must be >= 1, got {context_lines}")
+        if not 0.0 <= off_task_rate <= 1.0:
+            raise ValueError(f"off_task_rate must be within [0, 1], got {off_task_rate}")
+        self.miss_rate = miss_rate
+        self.false_rate = false_rate
+        self.seed = seed
+        self.context_lines = context_lines
+        self.off_task_rate = off_task_rate
+        self._families = families or default_families()
+        raw = _raw_entries(ground_truth)
+        entries = _entries(ground_truth)
+        self._related: dict[str, list[tuple[str, int]]] = {}
+        for e, d in zip(entries, raw, strict=False):
+            rel = d.get("related") if isinstance(d, Mapping) else None
+            if isinstance(rel, list) and rel:
+                self._related[e.id] = [
+                    (str(r["file"]).removeprefix("./"), int(r["line"]))
+                    for r in rel
+                    if isinstance(r, Mapping) and "file" in r and "line" in r
+                ]
+        self._bugs: dict[str, list[GroundTruthEntry]] = defaultdict(list)
+        self._decoys: dict[str, list[GroundTruthEntry]] = defaultdict(list)
+        for e in entries:
+            (self._bugs if e.vulnerable else self._decoys)[e.file].append(e)
+        for group in (*self._bugs.values(), *self._decoys.values()):
+            group.sort(key=lambda e: (e.start_line, e.end_line, e.id))
+        # The task's own vocabulary per bug class, used for true and false findings alike.
+        self._kinds: dict[str, list[str]] = defaultdict(list)
+        self._cwes: dict[str, list[str]] = defaultdict(list)
+        self._bug_families: list[str] = []
+        self._spans = [e.end_line - e.start_line for e in entries]
+        for e in entries:
+            fam = self._family(e)
+            if e.kind:
+                self._kinds[fam].append(e.kind)
+            if e.cwe:
+                self._cwes[fam].append(e.cwe)
+            if e.vulnerable:
+                self._bug_families.append(fam)
+        self._codebase = {k.removeprefix("./"): v for k, v in (codebase or {}).items()}
+        self._where: dict[str, list[tuple[str, int]]] | None = None
+        self._all_lines: set[str] = set()
+        self._nontrivial: dict[str, list[int]] = {}
+        self._file_lines: dict[str, list[str]] = {}
+
+    @property
+    def name(self) -> str:
+        return "oracle"
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        prompt = request.last_user_text()
+        return Completion(
+            text=self.answer(prompt, request.system),
+            usage=Usage(),
+            model="oracle",
+            finish_reason="stop",
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+    def answer(self, prompt: str, system: str | None = None) -> str:
+        """The worker JSON for one prompt: ``{"findings": [...]}``."""
+        return json.dumps({"findings": self.findings(prompt, system)})
+
+    def findings(self, prompt: str, system: str | None = None) -> list[dict[str, Any]]:
+        """Findings (worker dicts with ``file``) for the code the prompt shows."""
+        shown, instruction, size = self._read(prompt)
+        if not shown:
+            return []
+        audit = classify_instruction(instruction, system)
+        # The chance a located bug is reported, and the scale of false findings.
+        attention = min(1.0, self.context_lines / max(size, 1))
+        if not audit:
+            attention *= self.off_task_rate
+        out: list[dict[str, Any]] = []
+        for path in sorted(shown):
+            view = shown[path]
+            rng = self._rng(view, instruction, audit)
+            out.extend(self._answer_view(view, shown, rng, attention))
+        return out
+
+    # ------------------------------------------------------------------ what the prompt shows
+
+    def _index(self) -> dict[str, list[tuple[str, int]]]:
+        if self._where is None:
+            where: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for path, text in self._codebase.items():
+                lines = [ln.strip() for ln in text.split("\n")]
+                self._file_lines[path] = lines
+                self._nontrivial[path] = [
+                    i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH
+                ]
+                for i, s in enumerate(lines, 1):
+                    if s:
+                        self._all_lines.add(s)
+                        if len(s) >= MIN_LINE_LENGTH:
+                            where[s].append((path, i))
+            self._where = dict(where)
+        return self._where
+
+    def _read(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
+        """Files shown (by content), the instruction text (lines that are no code of the
+        repository) and the prompt's size in non-empty lines."""
+        if not self._codebase:
+            return self._read_blocks(prompt)
+        where = self._index()
+        lines = prompt.split("\n")
+        if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
+            lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
+        shown: dict[str, _Shown] = {}
+        instruction: list[str] = []
+        size = 0
+        for pos, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            size += 1
+            located = False
+            for k, variant in enumerate(line_variants(raw)):
+                places = where.get(variant)
+                if places is None:
+                    continue
+                located = True
+                if len(places) <= _AMBIGUOUS:
+                    number = line_number_prefix(raw) if k else None
+                    if number is not None:
+                        # A line whose text repeats in a file is the copy its number names.
+                        exact = {path for path, n in places if n == number}
+                        places = [(p, n) for p, n in places if p not in exact or n == number]
+                    for path, n in places:
+                        view = shown.get(path)
+                        if view is None:
+                            view = shown[path] = _Shown(path, nontrivial=self._nontrivial[path])
+                        view.add(n, pos, variant, number)
+                break
+            if not located and not any(v in self._all_lines for v in line_variants(raw)):
+                instruction.append(raw)
+        # Files that only share a line or two (boilerplate) with the prompt are not shown.
+        kept = {
+            p: v
+            for p, v in shown.items()
+            if v.shown_nontrivial >= min(5, max(1, len(self._nontrivial[p]) // 2))
+        }
+        return kept, "\n".join(instruction), size
+
+    def _read_blocks(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
+        shown: dict[str, _Shown] = {}
+        pos = 0
+        for raw_path, content, start in extract_file_blocks(prompt):
+            path = raw_path.strip().removeprefix("./")
+            view = shown.setdefault(path, _Shown(path))
+            for k, line in enumerate(content.split("\n")):
+                pos += 1
+                if s := line.strip():
+                    view.add(start + k, pos, s, None)
+        for view in shown.values():
+            view.nontrivial = sorted(n for n, t in view.text.items() if len(t) >= MIN_LINE_LENGTH)
+        instruction = re.sub(r"<file .*?</file>", "", prompt, flags=re.DOTALL)
+        size = sum(1 for ln in prompt.split("\n") if ln.strip())
+        return {p: v for p, v in shown.items() if v.text}, instruction, size
+
+    def _rng(self, view: _Shown, instruction: str, audit: bool) -> random.Random:
+        h = hashlib.sha256(f"{self.seed}\0{view.path}\0{audit}\0{instruction}\0".encode())
+        for n in sorted(view.text):
+            h.update(f"{n}\0{view.text[n]}\n".encode())
+        return random.Random(int.from_bytes(h.digest()[:8], "big"))
+
+    # ------------------------------------------------------------------ the answer
+
+    def _family(self, e: GroundTruthEntry) -> str:
+        return self._families.label(e.cwe, e.kind)
+
+    def _answer_view(
+        self, view: _Shown, shown: Mapping[str, _Shown], rng: random.Random, attention: float
+    ) -> list[dict[str, Any]]:
+        out = []
+        bugs = self._bugs.get(view.path, [])
+        for e in bugs:
+            hit = view.located(e.start_line, e.end_line)
+            if hit is None:
+                continue
+            if any(
+                (src := shown.get(f)) is None or src.located(max(1, n - 1), n + 1) is None
+                for f, n in self._related.get(e.id, ())
+            ):
+                continue  # a cross-file bug needs its source in the same prompt
+            if rng.random() >= (1.0 - self.miss_rate) * attention:
+                continue
+            fam = self._family(e)
+            out.append(self._render(view, fam, e.start_line, e.end_line, hit, rng))
+        expected = self.false_rate * view.shown_nontrivial / 1000 * attention
+        n_false = int(expected) + (rng.random() < expected - int(expected))
+        for _ in range(n_false):
+            false = self._false_finding(view, bugs, rng)
+            if false is not None:
+                out.append(false)
+        return out
+
+    def _render(
+        self, view: _Shown, fam: str, start: int, end: int, anchor: int, rng: random.Random
+    ) -> dict[str, Any]:
+        shift = view.cited(anchor) - anchor
+        code = view.text.get(anchor, "")
+        finding = render_finding(
+            fam,
+            code,
+            rng,
+            families=self._families,
+            kinds=self._kinds.get(fam, ()),
+            cwes=self._cwes.get(fam, ()),
+        )
+        return {"file": view.path, "line": start + shift, "end_line": end + shift, **finding}
+
+    def _false_finding(
+        self, view: _Shown, bugs: Sequence[GroundTruthEntry], rng: random.Random
+    ) -> dict[str, Any] | None:
+        decoys = [
+            (d, n)
+            for d in self._decoys.get(view.path, [])
+            if (n := view.located(d.start_line, d.end_line)) is not None
+        ]
+        if decoys and rng.random() < _DECOY_SHARE:
+            d, n = rng.choice(decoys)
+            return self._render(view, self._family(d), d.start_line, d.end_line, n, rng)
+        # The class is drawn as the task's bugs are (so a class says nothing about truth),
+        # the line among shown lines far from every true bug (so the finding is surely
+        # false), preferring lines whose API suggests that class, as an LLM's eye would,
+        # and the range as long as the task's ranges are.
+        fam = rng.choice(self._bug_families or list(FALLBACK_FAMILIES))
+        span = rng.choice(self._spans) if self._spans else 0
+        far = [
+            n
+            for n, t in sorted(view.text.items())
+            if len(t) >= MIN_LINE_LENGTH
+            and all(_gap(n, b) > DEFAULT_TOLERANCE + span for b in bugs)
+        ]
+        if not far:
+            return None
+        hints = [family_hint(view.text[n]) for n in far]
+        weights = [_HINT_WEIGHT if h == fam else _OTHER_HINT_WEIGHT if h else 1.0 for h in hints]
+        line = rng.choices(far, weights)[0]
+        return self._render(view, fam, line, line + span, line, rng)
+
+
+def _gap(line: int, e: GroundTruthEntry) -> int:
+    return max(0, e.start_line - line, line - e.end_line)
+
+
+def _raw_entries(
+    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
+) -> list[Any]:
+    if isinstance(ground_truth, Mapping):
+        entries = ground_truth.get("entries", [])
+        return list(entries) if isinstance(entries, list) else []
+    return list(ground_truth)
+
+
+def _entries(
+    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
+) -> list[GroundTruthEntry]:
+    if isinstance(ground_truth, Mapping):
+        return parse_ground_truth(dict(ground_truth))
+    items = list(ground_truth)
+    if all(isinstance(x, GroundTruthEntry) for x in items):
+        return [x for x in items if isinstance(x, GroundTruthEntry)]
+    return parse_ground_truth([dict(x) if isinstance(x, Mapping) else x for x in items])
+
+
+def make_oracle(
+    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any] | str | Path,
+    **kwargs: Any,
+) -> OracleWorker:
+    """Build an :class:`OracleWorker`; ``ground_truth`` may be a path to ``ground_truth.json``."""
+    if isinstance(ground_truth, str | Path):
+        from deeprepo.findings.grading import load_ground_truth
+
+        load_ground_truth(Path(ground_truth))  # a clear error for a missing or bad file
+        return OracleWorker(json.loads(Path(ground_truth).read_text("utf-8")), **kwargs)
+    return OracleWorker(ground_truth, **kwargs)

@@ -1,0 +1,35 @@
+"""The research stack's scripted root policies: the reference behaviours the reward is
+calibrated against (``reference.py``) and the gaming suite it must keep low
+(``adversarial.py``). :func:`register` adds them to the core's policy table
+(``deeprepo.builtin.scripted``), beside the offline engine's ``expert``."""
+
+from __future__ import annotations
+
+from deeprepo.builtin.scripted import register_policy
+from deeprepo.rl.policies import adversarial, reference
+
+__all__ = ["RESEARCH_POLICIES", "register"]
+
+#: Every policy this package adds, in the order ``deeprepo models`` lists them.
+RESEARCH_POLICIES: dict[str, list[str]] = {
+    "lazy": reference.LAZY,
+    "no-delegation": reference.NO_DELEGATION,
+    "over-explorer": reference.OVER_EXPLORER,
+    "syntax-errors": reference.SYNTAX_ERRORS,
+    # Issue 9's adversarial suite.
+    "ignore-workers": adversarial.IGNORE_WORKERS,
+    "regex-only": adversarial.REGEX_ONLY,
+    "regex-audit": adversarial.REGEX_AUDIT,
+    "stock-filter": adversarial.STOCK_FILTER,
+    "expert-unchecked": adversarial.EXPERT_UNCHECKED,
+    "half": adversarial.HALF,
+    "serial": adversarial.SERIAL,
+    "own-prompts": adversarial.OWN_PROMPTS,
+    "per-file": adversarial.PER_FILE,
+}
+
+
+def register() -> None:
+    """Make every research policy a ``scripted/<name>`` root model."""
+    for name, turns in RESEARCH_POLICIES.items():
+        register_policy(name, turns, reference.FINAL.get(name))

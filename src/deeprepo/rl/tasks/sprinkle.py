@@ -1,0 +1,151 @@
+"""Making labels depend on reading: safe risky-API uses everywhere, shuffled order, comments.
+
+Applied to a project after its bugs and decoys are planted:
+
+* :func:`shuffle_constants` reorders the module-level constants of the config section, so
+  a slot (``SECRET_KEY``) has no fixed line;
+* :func:`sprinkle_safe_uses` inserts clean blocks from ``safe_python``/``safe_js`` at random
+  places in most code sections, so risky APIs are common in clean code;
+* :func:`mutate_comments` runs every block through :func:`mutate.mutate_block`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from deeprepo.rl.tasks import logic_js, logic_python, safe_js, safe_python
+from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
+from deeprepo.rl.tasks.naming import secret_token
+from deeprepo.rl.tasks.project import Project
+from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
+from deeprepo.rl.tasks.safe_python import SafeUse
+
+_HEX = "0123456789abcdef"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_NO_SAFE_USES = frozenset({"app", "tests", "config"})
+
+
+def role_of(sec: Section) -> str:
+    return sec.id.split(":", 1)[0]
+
+
+def shuffle_constants(rng: random.Random, proj: Project) -> None:
+    """Independent module-level settings: any order is valid."""
+    for sec in proj.sections("config"):
+        rng.shuffle(sec.blocks)
+
+
+def _fits(use: SafeUse, sec: Section) -> bool:
+    role = role_of(sec)
+    if use.where == "fn":
+        return role not in _NO_SAFE_USES
+    if use.where == "const":
+        return sec.class_name is None and role not in ("app", "tests", "routes")
+    if use.where == "route":
+        return role == "routes"
+    if use.where == "repo":
+        return role == "repo"
+    return role == use.where
+
+
+_SINK_LIKE = re.compile(
+    r"shell=True|subprocess|\bexec\(|execFile|requests\.get|fetch\(|pickle|yaml\.load|"
+    r"md5|sha1|createHash|\.execute\(|query\(|open\(|readFile|send_file"
+)
+
+
+_WEIGHTS: dict[int, float] = {}
+
+
+def _weight(use: SafeUse) -> float:
+    """Uses that look like the sinks of planted bugs are drawn three times as often."""
+    w = _WEIGHTS.get(id(use))
+    if w is None:
+        w = _WEIGHTS[id(use)] = 3.0 if _SINK_LIKE.search(use.block.code) else 1.0
+    return w
+
+
+def _filled(key: str, ctx: dict[str, str]) -> str | None:
+    try:
+        return fill(key, ctx)
+    except TemplateError:
+        return None
+
+
+def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int:
+    """Add 0–2 clean risky-API blocks to each code section; returns how many were added."""
+    pool = (
+        (*safe_python.POOL, *logic_python.SAFE)
+        if proj.lang == "python"
+        else (*safe_js.POOL, *logic_js.SAFE)
+    )
+    tables = sorted(e.plural for e, _ in proj.structure.entities)
+    quoted = ", ".join(f'"{t}"' for t in tables)
+    table_ctx = {
+        "table_names": f"({quoted}{',' if len(tables) == 1 else ''})",
+        "table_names_js": f"[{quoted}]",
+    }
+    added = 0
+    in_file: dict[str, set[str]] = {}
+    for _sid, (f, sec) in proj.registry.items():
+        keys = in_file.setdefault(f.path, set())
+        for b in sec.blocks:
+            k = _filled(b.key, {**proj.ctx, **sec.ctx, **b.ctx})
+            if k:
+                keys.add(k)
+    for _sid, (f, sec) in list(proj.registry.items()):
+        r = rng.random()
+        want = 0 if r < 0.3 else (1 if r < 0.75 else 2)
+        if role_of(sec) == "config":
+            want = rng.randint(0, 2)  # constants only
+        if not want:
+            continue
+        fits = [u for u in pool if _fits(u, sec)]
+        # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
+        order = [rng.random() ** (1.0 / _weight(u)) for u in fits]
+        fits = [u for _, u in sorted(zip(order, fits, strict=True), key=lambda t: -t[0])]
+        base = {**proj.ctx, **sec.ctx}
+        taken = in_file[f.path]  # module-level names must be unique in their file
+        for use in fits:
+            if want <= 0:
+                break
+            name = rng.choice(use.names)
+            key = _filled(name, base)
+            if key is None or key in taken:
+                continue
+            ctx = {**table_ctx, "nm": key}
+            for ph, n, alphabet in (
+                ("hex40", 40, _HEX),
+                ("hex16", 16, _HEX),
+                ("alnum24", 24, _ALNUM),
+            ):
+                if f"«{ph}»" in use.block.code:
+                    ctx[ph] = secret_token(rng, n, alphabet)
+            block = Block(
+                key,
+                use.block.code,
+                imports=use.block.imports,
+                names=use.block.names,
+                uses=use.block.uses,
+                exports=use.block.exports,
+                ctx=ctx,
+            )
+            insert(rng, sec, block, proj.lang)  # type: ignore[operator]
+            taken.add(key)
+            want -= 1
+            added += 1
+    return added
+
+
+def mutate_comments(rng: random.Random, proj: Project, rate: float = 0.3) -> None:
+    """One shape per project, the same comment treatment for clean, planted and decoy blocks
+    (see ``mutate``)."""
+    shape = choose_shape(rng)
+    for _sid, (f, sec) in proj.registry.items():
+        if f.lang not in ("python", "js"):
+            continue
+        method = sec.class_name is not None
+        sec.blocks = [
+            mutate_block(rng, b, f.lang, bool(b.tag), rate, shape, method) for b in sec.blocks
+        ]
