@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from deeprepo import AnalyzeOptions, RunLimits, analyze
 from deeprepo.base.chat import ChatRequest, Message
 from deeprepo.builtin import make_policy
 from deeprepo.builtin.scripted import POLICIES
-from deeprepo.run.analyze import AnalyzeOptions, analyze
 from deeprepo.testing.loopback import spawn
 
 TARGET = 1.10
@@ -73,7 +73,7 @@ def one_run(
             root_base_url=f"http://127.0.0.1:{port}",
             sub="openrouter/bench/sub",
             sub_base_url=f"http://127.0.0.1:{port}/v1",
-            sub_concurrency=concurrency,
+            limits=RunLimits(sub_concurrency=concurrency),
             cache=False,
             out_dir=work / f"run-{n}",
             env={"ANTHROPIC_API_KEY": "bench", "OPENROUTER_API_KEY": "bench"},

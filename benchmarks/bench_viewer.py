@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_critical_path import write_repo
 
+from deeprepo import AnalyzeOptions, RunLimits, analyze
 from deeprepo.report.viewer import write_viewer
-from deeprepo.run.analyze import AnalyzeOptions, analyze
 from deeprepo.testing.loopback import spawn
 from deeprepo.testing.runfolder import RunSpec, write_run_folder
 
@@ -109,8 +109,7 @@ def real_run(files: int, work: Path) -> Path:
             root_base_url=f"http://127.0.0.1:{port}",
             sub="openrouter/bench/sub",
             sub_base_url=f"http://127.0.0.1:{port}/v1",
-            sub_concurrency=32,
-            max_sub_calls=files * 2,
+            limits=RunLimits(sub_concurrency=32, max_sub_calls=files * 2),
             cache=False,
             out_dir=work / "run",
             env={"ANTHROPIC_API_KEY": "bench", "OPENROUTER_API_KEY": "bench"},

@@ -36,6 +36,7 @@ ACCEPTED = {
             ("analyze", "--out"),
             ("baseline", "--out"),
             ("eval", "--out"),
+            ("eval", "--cache-dir"),
             ("analyze", "--cache-dir"),
             ("baseline", "--cache-dir"),
             ("tasks generate", "OUT_DIR"),

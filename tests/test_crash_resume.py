@@ -22,8 +22,8 @@ from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
 from deeprepo.providers.ledger import Ledger
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory, set_aside
-from deeprepo.run.analyze import AnalyzeOptions, analyze
-from deeprepo.run.resume import SavedRun, load_run, options_from_record, resume
+from deeprepo.run.analyze import AnalyzeOptions, analyze, resume
+from deeprepo.run.resume import SavedRun, load_run, options_from_record
 from deeprepo.testing.loopback import LoopbackServer, RecordedRequest, Reply
 
 ROOT_LATENCY_S = 0.8
@@ -375,7 +375,7 @@ def test_what_cannot_be_resumed_says_why(tmp_path: Path) -> None:
         )
     )
     options = options_from_record(saved, {}, {"max_cost": 2.5, "root": "scripted/expert"})
-    assert (options.max_cost, options.root, options.out_dir) == (
+    assert (options.limits.max_cost, options.root, options.out_dir) == (
         2.5,
         "scripted/expert",
         saved.run_dir,

@@ -303,3 +303,64 @@ def test_eval_drives_a_provider_root_over_the_loopback_server(tmp_path: Path) ->
     assert all(r.stop_condition == "episode_done" and r.reward > 0.8 for r in rows)
     assert f"Provider: {base_url}" in result.stdout
     assert "input_tokens (avg): 3000.000" in result.stdout
+
+
+def test_eval_max_cost_stops_the_evaluation_on_its_budget(tmp_path: Path) -> None:
+    """``--max-cost`` caps the spend of all rollouts together, as analyze's caps one run: the
+    calls stop once it is spent (never more than the calls in flight over it), rollouts not
+    started then are not run, and the evaluation says so and exits incomplete (3)."""
+    import asyncio
+    import json
+
+    from deeprepo.base.chat import ChatRequest, Message
+    from deeprepo.base.chat import Usage as U
+    from deeprepo.builtin import make_policy
+    from deeprepo.testing.loopback import LoopbackServer, Reply
+
+    expert = make_policy("expert")
+
+    def reply(route: str, body: dict[str, object]) -> Reply:
+        raw = body.get("messages")
+        msgs = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
+        convo = tuple(
+            Message(m["role"], str(m["content"])) for m in msgs if m["role"] in ("user", "assistant")
+        )
+        text = asyncio.run(expert.complete(ChatRequest(convo))).text
+        return Reply(text, usage=U(input_tokens=1000, output_tokens=100))
+
+    # $10 per 1M tokens both ways: each root call costs exactly $0.011.
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"openai/priced": {"input": 10.0, "output": 10.0}}}))
+    with LoopbackServer(reply_fn=reply, ttl_s=60) as srv:
+        result = CliRunner().invoke(
+            app,
+            ["eval", "--model", "openai/priced", "--base-url", srv.openai_base_url,
+             "-n", "2", "-r", "2", "--generate", "small:seed=1", "--out", str(tmp_path / "e"),
+             "-q", "--sandbox", "process", "--concurrency", "1", "--prices", str(prices),
+             "--max-cost", "0.02"],
+        )  # fmt: skip
+        requests = srv.request_count
+    assert result.exit_code == 3, result.output
+    # Two calls ($0.022) pass the $0.02 cap: the first rollout's third root call is refused,
+    # and the three rollouts after it never start.
+    assert requests == 2
+    rows = load_results(tmp_path / "e")
+    assert len(rows) == 1
+    assert rows[0].extra["stop_reason"] == "budget" and rows[0].stop_condition == "budget"
+    assert "cost budget spent" in rows[0].extra["stop_detail"]
+    assert "1 of 4 rollouts ran, 1 of them stopped on the budget" in result.output
+    summary = (tmp_path / "e" / "summary.txt").read_text()
+    assert "stopped: the evaluation's --max-cost ($0.0200) was spent ($0.0220)" in summary
+
+
+def test_eval_limits_reach_every_rollout(tmp_path: Path) -> None:
+    """``--max-sub-calls`` bounds each rollout as it bounds an analysis run."""
+    result = CliRunner().invoke(
+        app,
+        ["eval", "-n", "1", "-r", "2", "--generate", "small:seed=1", "--out", str(tmp_path),
+         "-q", "--sandbox", "process", "--max-sub-calls", "1"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = load_results(tmp_path)
+    assert [r.sub_calls for r in rows] == [1, 1]
+    assert all(r.extra["stop_reason"] in ("answer_ready", "budget") for r in rows)

@@ -32,6 +32,9 @@ _EXPORTS: dict[str, str] = {
     "RunHandle": "deeprepo.run.analyze",
     "run_baseline": "deeprepo.run.baseline",
     "BaselineOptions": "deeprepo.run.baseline",
+    "RunLimits": "deeprepo.run.wiring",
+    "CallSettings": "deeprepo.run.wiring",
+    "resume": "deeprepo.run.analyze",
     "build_model": "deeprepo.run.models",
     "default_models": "deeprepo.run.models",
     # records
@@ -85,6 +88,7 @@ __all__ = [
     "Behaviour",
     "Budget",
     "BudgetExceeded",
+    "CallSettings",
     "ChatModel",
     "ChatRequest",
     "Codebase",
@@ -106,6 +110,7 @@ __all__ = [
     "PriceTable",
     "ProviderError",
     "RunHandle",
+    "RunLimits",
     "RunResult",
     "SandboxConfig",
     "SandboxError",
@@ -125,6 +130,7 @@ __all__ = [
     "load_findings",
     "load_ground_truth",
     "parse_model_spec",
+    "resume",
     "run_baseline",
     "write_viewer",
 ]
@@ -156,9 +162,10 @@ if TYPE_CHECKING:
     from deeprepo.providers.prices import PriceTable
     from deeprepo.providers.spec import ModelSpec, parse_model_spec
     from deeprepo.report.viewer import write_viewer
-    from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze
+    from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, resume
     from deeprepo.run.baseline import BaselineOptions, run_baseline
     from deeprepo.run.models import build_model, default_models
+    from deeprepo.run.wiring import CallSettings, RunLimits
     from deeprepo.sandbox.config import SandboxConfig
     from deeprepo.sandbox.kernel import Kernel
     from deeprepo.sandbox.pool import KernelPool

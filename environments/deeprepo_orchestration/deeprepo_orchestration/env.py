@@ -27,6 +27,7 @@ from deeprepo.base.errors import ConfigError
 from deeprepo.orchestrator.episode import EpisodeConfig
 from deeprepo.rl.env.reward import RewardWeights
 from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
+from deeprepo.run.wiring import RunLimits
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo_orchestration.root import InteractionRoot
 from deeprepo_orchestration.taskset import OrchestrationData, repository
@@ -82,19 +83,22 @@ class OrchestrationEnvConfig(vf.EnvConfig):
             raise ValueError(str(exc)) from None
         return value
 
-    def episode_config(self, prompt: str) -> EpisodeConfig:
-        # The interaction caches nothing and retries nothing, so ask for neither.
-        return EpisodeConfig(
+    def limits(self) -> RunLimits:
+        return RunLimits(
             max_turns=self.max_turns,
-            prompt=prompt,
+            max_sub_calls=self.max_sub_calls,
             timeout_s=self.episode_timeout,
-            cache_root_prompt=False,
+            sub_concurrency=self.sub_concurrency,
+            cell_timeout_s=self.cell_timeout,
+            output_limit=self.output_limit,
         )
 
+    def episode_config(self, prompt: str) -> EpisodeConfig:
+        # The interaction caches nothing and retries nothing, so ask for neither.
+        return self.limits().episode_config(EpisodeConfig(prompt=prompt, cache_root_prompt=False))
+
     def sandbox_config(self) -> SandboxConfig:
-        return SandboxConfig(
-            mode=self.sandbox, cell_timeout_s=self.cell_timeout, output_limit=self.output_limit
-        )
+        return self.limits().sandbox_config(self.sandbox)
 
     def oracle_options(self) -> dict[str, float]:
         options: dict[str, float] = {}
@@ -125,8 +129,7 @@ class OrchestrationEnv(vf.Env[OrchestrationEnvConfig]):
                 root=root,
                 sub_spec=c.sub,
                 sub_base_url=c.sub_base_url,
-                sub_concurrency=c.sub_concurrency,
-                max_sub_calls=c.max_sub_calls,
+                limits=c.limits(),
                 seed=c.oracle_seed,
                 episode_config=c.episode_config(data.prompt_name),
                 sandbox_config=c.sandbox_config(),

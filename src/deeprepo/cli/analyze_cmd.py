@@ -19,6 +19,7 @@ from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.outputs import coverage_line, split_by_scope
 from deeprepo.report.text import console, visible
 from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, validate
+from deeprepo.run.wiring import RunLimits
 
 err = Console(stderr=True)
 out = Console()
@@ -262,8 +263,8 @@ def analyze_command(
     file audited, or no answer); 130 interrupted (Ctrl-C).
     """
     if resume is not None:
+        from deeprepo.run.analyze import resume as resume_run
         from deeprepo.run.resume import load_run, options_from_record
-        from deeprepo.run.resume import resume as resume_run
 
         values = {k: v for k, v in ctx.params.items() if k != "resume"}
         overrides = _given(ctx, values)
@@ -285,19 +286,21 @@ def analyze_command(
         sub=sub,
         root_base_url=root_base_url,
         sub_base_url=sub_base_url,
-        sub_concurrency=sub_concurrency,
-        max_cost=max_cost,
-        max_turns=max_turns,
-        max_sub_calls=max_sub_calls,
-        timeout_s=timeout,
+        limits=RunLimits(
+            max_cost=max_cost,
+            max_turns=max_turns,
+            max_sub_calls=max_sub_calls,
+            timeout_s=timeout,
+            sub_concurrency=sub_concurrency,
+            cell_timeout_s=cell_timeout,
+            output_limit=output_limit,
+        ),
         cache=cache,
         cache_dir=cache_dir,
         prompt=prompt,
         out_dir=out_dir,
         max_file_bytes=max_file_size,
         sandbox=sandbox,
-        cell_timeout_s=cell_timeout,
-        output_limit=output_limit,
         prices_file=prices,
         include_scopes=tuple(include_scope or ()),
         exclude_scopes=tuple(exclude_scope or ()),
@@ -352,8 +355,8 @@ def baseline_command(
     ] = True,
 ) -> None:
     """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
-    from deeprepo.report.rundir import check_out_dir
     from deeprepo.run.baseline import BaselineOptions, run_baseline
+    from deeprepo.run.baseline import validate as validate_baseline
 
     options = BaselineOptions(
         path=path,
@@ -368,21 +371,6 @@ def baseline_command(
         prices_file=prices,
         run_log=log,
     )
-    from deeprepo.providers.prices import PriceTable
-    from deeprepo.providers.spec import parse_model_spec
-    from deeprepo.run.analyze import check_dir, check_file
-
-    if not Path(path).is_dir():
-        what = "does not exist" if not Path(path).exists() else "is a file"
-        raise UsageError(f"{path} {what}; pass the repository's directory")
-    parse_model_spec(model, base_url)
-    check_file("--prices", prices)
-    PriceTable.load(prices)
-    check_dir("--cache-dir", cache_dir)
-    if options.out_dir is not None:
-        check_out_dir(options.out_dir)
-    for flag, value in (("--max-file-size", max_file_size), ("--context-tokens", context_tokens)):
-        if value is not None and value < 1:
-            raise UsageError(f"{flag} must be at least 1, not {value}")
+    validate_baseline(options)
     handle = _run(run_baseline(options), out_dir)
     finish(handle)

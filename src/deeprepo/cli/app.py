@@ -12,8 +12,8 @@ import typer
 from rich.console import Console
 from typer._click import exceptions as click_exceptions
 
-from deeprepo.base.version import VERSION
 from deeprepo.base.errors import DeeprepoError
+from deeprepo.base.version import VERSION
 from deeprepo.cli import exits
 from deeprepo.report.text import console, visible
 

@@ -16,6 +16,7 @@ from deeprepo.report.text import console
 from deeprepo.rl.env.reward import RewardWeights
 from deeprepo.rl.evals.results import RolloutResult
 from deeprepo.rl.evals.runner import EvalOptions, run_eval, validate
+from deeprepo.run.wiring import RunLimits
 
 err = Console(stderr=True)
 
@@ -77,6 +78,19 @@ def eval_command(
         typer.Option("--out", help="Output directory (default: a new one under ./deeprepo-runs/)."),
     ] = None,
     max_turns: Annotated[int, typer.Option("--max-turns", help="Root turns per rollout.")] = 20,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="Stop the evaluation once this many USD are spent, over all its rollouts.",
+        ),
+    ] = None,
+    max_sub_calls: Annotated[
+        int, typer.Option("--max-sub-calls", help="Most sub-LLM calls per rollout.")
+    ] = 2000,
+    sub_concurrency: Annotated[
+        int, typer.Option("--sub-concurrency", help="Sub-LLM calls in flight at once, per rollout.")
+    ] = 16,
     concurrency: Annotated[
         int, typer.Option("--concurrency", "-c", help="Rollouts running at once.")
     ] = 4,
@@ -89,6 +103,19 @@ def eval_command(
         typer.Option("--weights", help='JSON file of reward weights, e.g. {"quality": 0.5}.'),
     ] = None,
     sandbox: Annotated[str, typer.Option("--sandbox", help="auto, bwrap or process.")] = "auto",
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Answer repeated sub-calls of a model worker from the response cache.",
+        ),
+    ] = True,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="Response cache directory.")
+    ] = None,
+    prices: Annotated[
+        Path | None, typer.Option("--prices", help="JSON price override file.")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
     log: Annotated[
         bool,
@@ -113,10 +140,18 @@ def eval_command(
         tasks_dir=tasks,
         generate=generate,
         out_dir=out,
-        max_turns=max_turns,
+        limits=RunLimits(
+            max_cost=max_cost,
+            max_turns=max_turns,
+            max_sub_calls=max_sub_calls,
+            timeout_s=timeout,
+            sub_concurrency=sub_concurrency,
+        ),
         concurrency=concurrency,
         seed=seed,
-        timeout_s=timeout,
+        cache=cache,
+        cache_dir=cache_dir,
+        prices_file=prices,
         sandbox=sandbox,
         weights=_load_weights(weights),
         run_log=log,
@@ -141,6 +176,8 @@ def eval_command(
         raise typer.Exit(exits.INTERRUPTED) from None
     typer.echo(run.text, nl=False)
     err.print(f"Results: {console(run.out_dir / 'results.jsonl')}", highlight=False)
+    if not run.complete:
+        err.print(f"[bold yellow]INCOMPLETE[/]: {console(run.budget_note)}", highlight=False)
     failed = run.failed
     if failed:
         first = " ".join(str(run.first_error).split())
@@ -156,3 +193,5 @@ def eval_command(
             highlight=False,
             soft_wrap=True,
         )
+    if not run.complete:
+        raise typer.Exit(exits.INCOMPLETE)

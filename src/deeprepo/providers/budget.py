@@ -21,8 +21,10 @@ __all__ = ["Budget"]
 
 
 class Budget:
-    """Limits for one run; ``None`` means no limit. ``deadline_s`` counts from creation
-    (or the last :meth:`restart`) on ``clock``."""
+    """Limits for one run; ``None`` means no limit. ``deadline_s`` counts from creation on
+    ``clock``. A ``parent`` budget is checked before every call too: the cost cap of an
+    evaluation whose rollouts each have their own budget (their ledgers record into the
+    parent's, see :class:`Ledger`)."""
 
     def __init__(
         self,
@@ -31,8 +33,10 @@ class Budget:
         deadline_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         ledger: Ledger | None = None,
+        parent: Budget | None = None,
     ) -> None:
         self.max_cost_usd = max_cost_usd
+        self.parent = parent
         self.max_sub_calls = max_sub_calls
         self.deadline_s = deadline_s
         self._clock = clock
@@ -49,10 +53,6 @@ class Budget:
     @property
     def ledger(self) -> Ledger | None:
         return self._ledger
-
-    def restart(self) -> None:
-        """Start the deadline clock now (e.g. when the run really begins)."""
-        self._start = self._clock()
 
     @property
     def sub_calls_started(self) -> int:
@@ -72,7 +72,9 @@ class Budget:
         return self.deadline_s - self.elapsed_s()
 
     def check(self) -> None:
-        """Raise :class:`BudgetExceeded` if the cost or time budget is spent."""
+        """Raise :class:`BudgetExceeded` if the cost or time budget (or the parent's) is spent."""
+        if self.parent is not None:
+            self.parent.check()
         spent = self.spent_usd()
         if self.max_cost_usd is not None and spent >= self.max_cost_usd:
             raise BudgetExceeded(

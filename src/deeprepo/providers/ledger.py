@@ -64,9 +64,13 @@ class UsageRow:
 
 
 class Ledger:
-    """Thread-safe record of model calls; the one source for tokens and dollars."""
+    """Thread-safe record of model calls; the one source for tokens and dollars.
 
-    def __init__(self) -> None:
+    With a ``parent``, every call and failure is recorded there too: an evaluation's
+    ledger sums its rollouts' own ledgers, and its budget reads the sum."""
+
+    def __init__(self, parent: Ledger | None = None) -> None:
+        self.parent = parent
         self._lock = threading.Lock()
         self._calls: list[LLMCall] = []
         # (role, model) -> requests that failed for good without a reply.
@@ -82,12 +86,16 @@ class Ledger:
                 self._unknown_cost_calls += 1
             else:
                 self._known_cost += call.cost_usd
+        if self.parent is not None:
+            self.parent.record(call)
 
     def record_failure(self, role: str, model: str) -> None:
         """Count a request that failed for good without any billed reply."""
         with self._lock:
             key = (role, model)
             self._failures[key] = self._failures.get(key, 0) + 1
+        if self.parent is not None:
+            self.parent.record_failure(role, model)
 
     def calls(self) -> list[LLMCall]:
         """A copy of every recorded call, oldest first."""

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.version import VERSION
 from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
 from deeprepo.base.records import RunResult
+from deeprepo.base.version import VERSION
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls

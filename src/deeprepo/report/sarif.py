@@ -19,9 +19,9 @@ from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any
 from urllib.parse import quote
 
-from deeprepo.base.version import VERSION
 from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
 from deeprepo.base.records import RunResult
+from deeprepo.base.version import VERSION
 
 __all__ = [
     "FINGERPRINT_KEY",

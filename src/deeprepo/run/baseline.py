@@ -18,28 +18,27 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.version import VERSION
 from deeprepo.base.chat import ChatRequest, Message
 from deeprepo.base.errors import BudgetExceeded, ProviderError, UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
 from deeprepo.base.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
 from deeprepo.base.records import RunResult, Turn
+from deeprepo.base.version import VERSION
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.salvage import salvage_report
-from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
-from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
-from deeprepo.report.rundir import make_out_dir
+from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
-from deeprepo.run.analyze import RunHandle, default_out_dir
 from deeprepo.run.models import build_model
+from deeprepo.run.options import RunHandle, check_dir, check_file, default_out_dir
+from deeprepo.run.wiring import CallSettings, RunLimits, at_least, cache_for, meter
 from deeprepo.runlog.recorder import RunRecorder
 
 DEFAULT_CONTEXT_TOKENS = 128_000
@@ -110,7 +109,25 @@ class BaselineOptions:
     cache_dir: Path | None = None
     prices_file: Path | None = None
     run_log: bool = True  # record the run in the run log (``deeprepo runs``); --no-log
+    limits: RunLimits = field(default_factory=RunLimits)  # the one call's cost and wall clock
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+def validate(options: BaselineOptions) -> None:
+    """Check every option before any work: a bad one is one line and exit code 2."""
+    if not Path(options.path).is_dir():
+        what = "does not exist" if not Path(options.path).exists() else "is a file"
+        raise UsageError(f"{options.path} {what}; pass the repository's directory")
+    parse_model_spec(options.model, options.base_url)
+    check_file("--prices", options.prices_file)
+    PriceTable.load(options.prices_file)
+    check_dir("--cache-dir", options.cache_dir)
+    if options.out_dir is not None:
+        check_out_dir(options.out_dir)
+    at_least("--max-file-size", options.max_file_bytes, 1)
+    if options.context_tokens is not None and options.context_tokens < 1000:
+        raise UsageError("--context-tokens must be at least 1000")
+    options.limits.check()
 
 
 def _priority(path: str, entry_points: set[str]) -> int:
@@ -178,18 +195,13 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     """One call with as much of the codebase as fits; the run is recorded in the run log
     unless ``options.run_log`` is off (a failure to write it is only a warning)."""
     recorder = RunRecorder(options.env, enabled=options.run_log)
-    try:
-        handle = await _run_baseline(options, recorder)
-    except BaseException as exc:
-        recorder.abort(exc)
-        raise
+    handle = await recorder.watch(_run_baseline(options, recorder))
     return replace(handle, run_id=recorder.finish(handle.out_dir))
 
 
 async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunHandle:
+    validate(options)
     spec = parse_model_spec(options.model, options.base_url)
-    if options.context_tokens is not None and options.context_tokens < 1000:
-        raise UsageError("--context-tokens must be at least 1000")
     codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
     prices = PriceTable.load(options.prices_file)
     window = options.context_tokens or prices.context_window(spec.name) or DEFAULT_CONTEXT_TOKENS
@@ -208,14 +220,15 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         f"{note}\n\n{packed}\n"
     )
     ledger = Ledger()
-    model = MeteredModel(
-        build_model(spec, role="root", env=options.env),
-        role="root",
+    calls = CallSettings.from_env(options.env)
+    model = meter(
+        build_model(spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s),
+        "root",
         ledger=ledger,
         prices=prices,
-        budget=Budget(ledger=ledger),
-        concurrency=1,
-        cache=ResponseCache(options.cache_dir) if options.cache else None,
+        budget=options.limits.budget(ledger),
+        calls=calls,
+        cache=cache_for(spec, ResponseCache(options.cache_dir) if options.cache else None),
     )
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)

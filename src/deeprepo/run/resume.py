@@ -1,4 +1,5 @@
-"""Continue a run from its ``trajectory.jsonl`` (``deeprepo analyze --resume RUN_DIR``).
+"""What a run folder holds to be continued (``deeprepo analyze --resume RUN_DIR``, which
+:func:`deeprepo.run.analyze.resume` runs).
 
 A run killed mid-way (SIGKILL, a crash, a dead provider) left every completed turn
 in its trajectory, and its ``start`` record holds the options it ran with. Resuming
@@ -25,12 +26,12 @@ from typing import Any
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
 from deeprepo.base.records import Turn
-from deeprepo.orchestrator.episode import EventSink
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
-from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze
+from deeprepo.run.options import LIMIT_FIELDS, AnalyzeOptions
+from deeprepo.run.wiring import RunLimits
 
-__all__ = ["FIXED_OPTIONS", "SavedRun", "load_run", "options_from_record", "resume"]
+__all__ = ["FIXED_OPTIONS", "SavedRun", "load_run", "options_from_record"]
 
 #: Options that define the run: a resumed run keeps them (giving another value is an error).
 FIXED_OPTIONS = (
@@ -181,7 +182,7 @@ def options_from_record(
     """The run's options from its start record; ``overrides`` (budgets, timeouts, base
     URLs …) replace recorded values, except :data:`FIXED_OPTIONS`, which must match."""
     recorded: dict[str, Any] = dict(saved.start["options"])
-    known = {f.name for f in fields(AnalyzeOptions)} - {"env"}
+    known = ({f.name for f in fields(AnalyzeOptions)} | set(LIMIT_FIELDS)) - {"env", "limits"}
     kwargs = {k: v for k, v in recorded.items() if k in known}
     for name, value in (overrides or {}).items():
         if name not in known:
@@ -206,8 +207,9 @@ def options_from_record(
     for name in ("include_scopes", "exclude_scopes"):
         kwargs[name] = tuple(kwargs.get(name) or ())
     kwargs["out_dir"] = saved.run_dir
+    limits = {name: kwargs.pop(name) for name in LIMIT_FIELDS if name in kwargs}
     try:
-        return AnalyzeOptions(**kwargs, env=dict(env))
+        return AnalyzeOptions(**kwargs, limits=RunLimits(**limits), env=dict(env))
     except TypeError as exc:
         raise UsageError(f"{saved.trajectory} has options deeprepo cannot read: {exc}") from None
 
@@ -215,16 +217,3 @@ def options_from_record(
 def _plain(value: Any) -> Any:
     """Recorded JSON holds lists where options hold tuples."""
     return list(value) if isinstance(value, tuple | list) else value
-
-
-async def resume(
-    run_dir: Path,
-    *,
-    overrides: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] | None = None,
-    on_event: EventSink | None = None,
-) -> RunHandle:
-    """Continue the run in ``run_dir`` to its end and write its outputs there."""
-    saved = load_run(run_dir)
-    options = options_from_record(saved, os.environ if env is None else env, overrides)
-    return await analyze(options, on_event, saved=saved)

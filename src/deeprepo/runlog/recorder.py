@@ -18,15 +18,17 @@ import secrets
 import socket
 import sqlite3
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from deeprepo.base.version import VERSION
 from deeprepo.report.calls import read_calls
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog.db import connect, log_path, write
+
+T = TypeVar("T")
 
 __all__ = [
     "NO_LOG_ENV",
@@ -439,6 +441,15 @@ class RunRecorder:
             _insert("usage", _USAGE_COLUMNS),
             ((run_id, role, model, *row.values()) for (role, model), row in usage.items()),
         )
+
+    async def watch(self, work: Awaitable[T]) -> T:
+        """Await ``work`` (the run); if it raises, the run's row says ``interrupted`` or
+        ``failed`` (:meth:`abort`) and the exception goes on."""
+        try:
+            return await work
+        except BaseException as exc:
+            self.abort(exc)
+            raise
 
     def abort(self, exc: BaseException) -> None:
         """The run raised before its outputs were written: ``interrupted`` or ``failed``."""

@@ -17,8 +17,8 @@ from deeprepo.base.chat import ChatModel, ChatRequest, Message
 from deeprepo.base.errors import BudgetExceeded, ProviderError
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.ledger import Ledger
-from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
+from deeprepo.run.wiring import CallSettings, meter
 
 __all__ = ["JUDGE_RUBRIC", "RUBRIC_KEYS", "JudgeVerdict", "judge_report", "parse_verdict"]
 
@@ -103,12 +103,22 @@ def parse_verdict(text: str) -> tuple[dict[str, float], float | None, str]:
 
 
 async def judge_report(
-    report: str, model: ChatModel, *, prices: PriceTable, max_tokens: int = 1024
+    report: str,
+    model: ChatModel,
+    *,
+    prices: PriceTable,
+    calls: CallSettings | None = None,
+    max_tokens: int = 1024,
 ) -> JudgeVerdict:
     """Grade one report. The call has its own ledger: its cost is the verdict's."""
     ledger = Ledger()
-    metered = MeteredModel(
-        model, role="judge", ledger=ledger, prices=prices, budget=Budget(ledger=ledger)
+    metered = meter(
+        model,
+        "judge",
+        ledger=ledger,
+        prices=prices,
+        budget=Budget(ledger=ledger),
+        calls=calls or CallSettings(),
     )
     shown = report[:MAX_REPORT_CHARS]
     cut = ""

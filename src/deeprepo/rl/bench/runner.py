@@ -33,6 +33,8 @@ from deeprepo.report.trajectory import set_aside
 from deeprepo.rl.bench.config import BenchFile, ConfigSpec, load_bench_file
 from deeprepo.rl.bench.judge import JudgeVerdict, judge_report
 from deeprepo.rl.bench.repos import BenchRepo, resolve_repos
+from deeprepo.run.models import build_model
+from deeprepo.run.wiring import CallSettings, RunLimits
 
 __all__ = [
     "FINISHED_STOPS",
@@ -245,11 +247,13 @@ def _analyze_options(
         sub=c.sub,
         root_base_url=c.root_base_url,
         sub_base_url=c.sub_base_url,
-        sub_concurrency=c.sub_concurrency,
-        max_cost=max_cost,
-        max_turns=c.max_turns,
-        max_sub_calls=c.max_sub_calls,
-        timeout_s=c.timeout,
+        limits=RunLimits(
+            max_cost=max_cost,
+            max_turns=c.max_turns,
+            max_sub_calls=c.max_sub_calls,
+            timeout_s=c.timeout,
+            sub_concurrency=c.sub_concurrency,
+        ),
         cache=cache,
         prompt=c.prompt,
         out_dir=out,
@@ -366,11 +370,12 @@ async def run_bench(
         else:
             todo.append(i)
     prices = PriceTable.load(plan.prices_file)
+    calls = CallSettings.from_env(plan.env)
     judge_model: ChatModel | None = None
     if plan.judge is not None:
-        from deeprepo.run.models import build_model
-
-        judge_model = build_model(plan.judge, role="root", env=plan.env)
+        judge_model = build_model(
+            plan.judge, role="root", env=plan.env, timeout_s=calls.sdk_timeout_s
+        )
 
     def emit(event: str, r: CellResult, **data: Any) -> None:
         if on_event is not None:
@@ -384,7 +389,7 @@ async def run_bench(
             r.judge = JudgeVerdict({}, None, "", 0.0, [], error="not judged: bench max_cost spent")
             return
         report = (r.cell.dir / "report.md").read_text("utf-8", errors="replace")
-        r.judge = await judge_report(report, judge_model, prices=prices)
+        r.judge = await judge_report(report, judge_model, prices=prices, calls=calls)
         gate.settle(-(10**9), r.judge.cost_usd)
         (r.cell.dir / JUDGE_FILE).write_text(json.dumps(r.judge.to_dict(), indent=2) + "\n")
 

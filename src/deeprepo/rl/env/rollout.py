@@ -11,6 +11,7 @@ worker reported from findings the root wrote on its own (``grounding``).
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,12 +22,14 @@ from deeprepo.base.records import RunResult
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig
 from deeprepo.providers.budget import Budget
-from deeprepo.providers.dispatch import SubDispatcher
+from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
-from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
+from deeprepo.providers.spec import parse_model_spec
 from deeprepo.rl.env.reward import Reward, RewardWeights, compute_reward
 from deeprepo.rl.env.tasks import Task
+from deeprepo.run.models import build_model
+from deeprepo.run.wiring import CallSettings, RunLimits, wire
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 
@@ -116,19 +119,20 @@ def build_sub_model(
     base_url: str | None = None,
     env: Mapping[str, str] | None = None,
     oracle_options: Mapping[str, Any] | None = None,
+    timeout_s: float = 600.0,
 ) -> ChatModel:
     """The sub-worker for one rollout: ``oracle`` (from the task's ground truth, seeded),
     ``static``, or any provider spec."""
-    from deeprepo.providers.spec import parse_model_spec
-    from deeprepo.run.models import build_model
-
     parsed = parse_model_spec(spec, base_url)
+    options: dict[str, object] | None = None
     if parsed.provider == "oracle":
-        from deeprepo.rl.env.oracle import make_oracle
-
-        options = {"seed": worker_seed, **dict(oracle_options or {})}
-        return make_oracle(task.ground_truth, codebase=task.files, **options)
-    return build_model(parsed, role="sub", env=env)
+        options = {
+            "ground_truth": task.ground_truth,
+            "codebase": task.files,
+            "seed": worker_seed,
+            **dict(oracle_options or {}),
+        }
+    return build_model(parsed, role="sub", env=env, timeout_s=timeout_s, builtin_kwargs=options)
 
 
 async def run_rollout(
@@ -139,48 +143,67 @@ async def run_rollout(
     sub: ChatModel | None = None,
     rollout_index: int = 0,
     seed: int = 0,
+    limits: RunLimits | None = None,
     episode_config: EpisodeConfig | None = None,
     sandbox_config: SandboxConfig | None = None,
     prices: PriceTable | None = None,
     weights: RewardWeights | None = None,
     sub_base_url: str | None = None,
-    sub_concurrency: int = 16,
-    max_sub_calls: int | None = None,
     oracle_options: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     coverage_index: CoverageIndex | None = None,
     pool: KernelPool | None = None,
+    parent: Budget | None = None,
+    sub_cache: ResponseCache | None = None,
 ) -> RolloutOutcome:
     """Run one Episode of ``root`` over ``task`` and score it.
+
+    The run is wired as every run is (:func:`deeprepo.run.wiring.wire`): ``limits`` bound
+    it (turns, wall clock, sub-calls, their concurrency; without it, ``episode_config``'s
+    turns and clock and no sub-call limit), ``parent`` is an evaluation's budget over all
+    its rollouts (its cost cap), ``sub_cache`` answers repeated sub-calls, and the call
+    timeout and backoff come from ``env``. ``episode_config`` gives the rest of the
+    Episode's settings (prompt, temperature, ...); ``sandbox_config`` the kernel's (else
+    the limits' cell timeout and output size).
 
     ``root`` (and ``sub`` when given) belong to the caller, who may share them across
     concurrent rollouts and closes them; a sub-model built here from ``sub_spec`` is
     closed here. Usage is metered per rollout (a fresh ledger each time).
     """
-    config = episode_config or EpisodeConfig()
+    base = episode_config or EpisodeConfig()
+    if limits is None:
+        limits = RunLimits(max_turns=base.max_turns, timeout_s=base.timeout_s, max_sub_calls=None)
+    environ = os.environ if env is None else env
+    calls = CallSettings.from_env(environ)
     worker_seed = derive_seed(seed, task.id, rollout_index)
-    prices = prices or PriceTable.load()
-    ledger = Ledger()
-    budget = Budget(max_sub_calls=max_sub_calls, deadline_s=config.timeout_s, ledger=ledger)
     own_sub = sub is None
     sub_model = sub or build_sub_model(
         sub_spec,
         task,
         worker_seed=worker_seed,
         base_url=sub_base_url,
-        env=env,
+        env=environ,
         oracle_options=oracle_options,
+        timeout_s=calls.sdk_timeout_s,
     )
-    metered_root = MeteredModel(root, "root", ledger, prices, budget, concurrency=1)
     recorder = RecordingModel(sub_model)
-    metered_sub = MeteredModel(recorder, "sub", ledger, prices, budget, concurrency=sub_concurrency)
+    wiring = wire(
+        root,
+        recorder,
+        limits=limits,
+        prices=prices or PriceTable.load(),
+        calls=calls,
+        ledger=Ledger(parent=parent.ledger if parent is not None else None),
+        parent=parent,
+        sub_cache=sub_cache,
+    )
     episode = Episode(
         task.get_codebase(),
-        root=metered_root,
-        dispatcher=SubDispatcher(metered_sub),
-        ledger=ledger,
-        config=config,
-        sandbox=sandbox_config,
+        root=wiring.root,
+        dispatcher=wiring.dispatcher,
+        ledger=wiring.ledger,
+        config=limits.episode_config(base),
+        sandbox=sandbox_config or limits.sandbox_config(),
         pool=pool,
     )
     started = time.perf_counter()

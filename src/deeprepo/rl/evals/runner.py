@@ -16,15 +16,17 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from deeprepo.base.chat import ChatModel
-from deeprepo.base.errors import UsageError
+from deeprepo.base.errors import BudgetExceeded, UsageError
 from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.orchestrator.episode import EpisodeConfig
+from deeprepo.providers.budget import Budget
+from deeprepo.providers.cache import ResponseCache
+from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
@@ -34,8 +36,9 @@ from deeprepo.rl.env.tasks import Task, generate_tasks_in_memory, load_tasks, pa
 from deeprepo.rl.evals.results import RESULTS_FILENAME, RolloutResult, write_results
 from deeprepo.rl.evals.summary import EvalSummary, format_summary, summarize
 from deeprepo.run.models import build_model
+from deeprepo.run.options import check_dir
+from deeprepo.run.wiring import CallSettings, RunLimits, cache_for
 from deeprepo.runlog.recorder import RunRecorder
-from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 from deeprepo.sandbox.pool import KernelPool
 
@@ -58,12 +61,12 @@ class EvalOptions:
     tasks_dir: Path | None = None
     generate: str | None = None
     out_dir: Path | None = None
-    max_turns: int = 20
+    # max_cost caps the whole evaluation; the other limits hold per rollout
+    limits: RunLimits = field(default_factory=RunLimits)
     concurrency: int = 4
-    sub_concurrency: int = 16
     seed: int = 0
-    timeout_s: float | None = None
-    max_sub_calls: int | None = 2000
+    cache: bool = True  # answer repeated sub-calls of a model worker from the response cache
+    cache_dir: Path | None = None
     sandbox: str = "auto"
     kernel_pool: int = 0  # warm kernels kept ready (0: each rollout starts its own)
     weights: RewardWeights | None = None
@@ -74,12 +77,22 @@ class EvalOptions:
 
 @dataclass(frozen=True)
 class EvalRun:
-    """The outcome: every rollout (example order, then rollout order) and the summary."""
+    """The outcome: every rollout that ran (example order, then rollout order) and the
+    summary; ``not_run`` rollouts were never started because ``budget_note`` says the
+    evaluation's cost cap was spent."""
 
     results: list[RolloutResult]
     summary: EvalSummary
     text: str  # the printout, also in summary.txt
     out_dir: Path
+    planned: int = 0  # examples x rollouts
+    not_run: int = 0
+    budget_note: str = ""  # why the evaluation stopped short (its --max-cost was spent)
+
+    @property
+    def complete(self) -> bool:
+        """Every planned rollout ran and none was cut by the evaluation's budget."""
+        return not self.budget_note
 
     @property
     def failed(self) -> list[RolloutResult]:
@@ -101,10 +114,7 @@ def rollout_failed(r: RolloutResult) -> bool:
 def validate(options: EvalOptions) -> None:
     if (options.tasks_dir is None) == (options.generate is None):
         raise UsageError("pass exactly one of --tasks DIR or --generate SPEC (e.g. medium:seed=7)")
-    if options.timeout_s is not None and not (0 < options.timeout_s < float("inf")):
-        raise UsageError(
-            f"--timeout must be a number of seconds above 0, not {options.timeout_s:g}"
-        )
+    options.limits.check()
     if options.out_dir is not None:
         check_out_dir(options.out_dir)
     if options.tasks_dir is not None and not options.tasks_dir.is_dir():
@@ -115,9 +125,7 @@ def validate(options: EvalOptions) -> None:
     for name, value in (
         ("-n", options.n),
         ("-r", options.rollouts),
-        ("--max-turns", options.max_turns),
         ("--concurrency", options.concurrency),
-        ("--sub-concurrency", options.sub_concurrency),
     ):
         if value is not None and value < 1:
             raise UsageError(f"{name} must be at least 1")
@@ -128,6 +136,7 @@ def validate(options: EvalOptions) -> None:
     if options.generate is not None:
         parse_task_spec(options.generate)
     PriceTable.load(options.prices_file)
+    check_dir("--cache-dir", options.cache_dir)
 
 
 def default_eval_dir(model: str, now: datetime | None = None) -> Path:
@@ -182,11 +191,7 @@ async def run_eval(
     ``options.run_log`` is off; a failure to write the log is only a warning."""
     recorder = RunRecorder(options.env, enabled=options.run_log)
     started = time.monotonic()
-    try:
-        run = await _run_eval(options, on_result, recorder)
-    except BaseException as exc:
-        recorder.abort(exc)
-        raise
+    run = await recorder.watch(_run_eval(options, on_result, recorder))
     recorder.finish_eval(
         [r.to_dict() for r in run.results],
         failed=len(run.failed),
@@ -226,19 +231,36 @@ async def _run_eval(
     )
 
     prices = PriceTable.load(options.prices_file)
-    root: ChatModel = build_model(root_spec, role="root", env=options.env)
+    calls = CallSettings.from_env(options.env)
+    root: ChatModel = build_model(
+        root_spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s
+    )
+    sub_spec = parse_model_spec(options.sub, options.sub_base_url)
     # The oracle is built per rollout (its ground truth and seed); any other sub-model is
     # stateless between calls and shared, so its client and connections are reused.
     shared_sub: ChatModel | None = None
-    if parse_model_spec(options.sub).provider != "oracle":
+    if sub_spec.provider != "oracle":
         shared_sub = build_sub_model(
-            options.sub, tasks[0], worker_seed=0, base_url=options.sub_base_url, env=options.env
+            options.sub,
+            tasks[0],
+            worker_seed=0,
+            base_url=options.sub_base_url,
+            env=options.env,
+            timeout_s=calls.sdk_timeout_s,
         )
-    config = EpisodeConfig(max_turns=options.max_turns, timeout_s=options.timeout_s)
+    # Only sub-calls are cached: a cached root would replay one conversation for every
+    # rollout of an example, which are meant to sample the model.
+    sub_cache = cache_for(sub_spec, ResponseCache(options.cache_dir) if options.cache else None)
+    # One cost cap over every rollout: each rollout's ledger records into this one.
+    budget = (
+        Budget(max_cost_usd=options.limits.max_cost, ledger=Ledger())
+        if options.limits.max_cost is not None
+        else None
+    )
     mode, note = mode_for_root(options.sandbox, builtin_root=root_spec.is_builtin)
     if note:
         warnings.warn(note, RuntimeWarning, stacklevel=2)
-    sandbox = SandboxConfig(mode=mode)  # type: ignore[arg-type]
+    sandbox = options.limits.sandbox_config(mode)  # type: ignore[arg-type]
     resolve_mode(sandbox.mode)  # no bwrap under auto: one refusal now, not one per rollout
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(options.concurrency)
@@ -249,6 +271,8 @@ async def _run_eval(
 
     async def one(task: Task, k: int) -> None:
         async with gate:
+            if budget is not None and _spent(budget):
+                return  # never started: the evaluation's cost cap is spent
             t0 = time.perf_counter()
             try:
                 outcome = await run_rollout(
@@ -258,16 +282,16 @@ async def _run_eval(
                     sub=shared_sub,
                     rollout_index=k,
                     seed=options.seed,
-                    episode_config=config,
+                    limits=options.limits,
                     sandbox_config=sandbox,
                     prices=prices,
                     weights=weights,
                     sub_base_url=options.sub_base_url,
-                    sub_concurrency=options.sub_concurrency,
-                    max_sub_calls=options.max_sub_calls,
                     env=options.env,
                     coverage_index=indexes[task.id],
                     pool=pool,
+                    parent=budget,
+                    sub_cache=sub_cache,
                 )
                 record = RolloutResult.from_outcome(outcome, model=root_spec.name)
             except Exception as exc:  # one broken rollout must not sink the evaluation
@@ -287,14 +311,48 @@ async def _run_eval(
         if shared_sub is not None:
             await shared_sub.aclose()
 
-    ordered = [finished[(t.id, k)] for t in tasks for k in range(options.rollouts)]
+    planned = [(t.id, k) for t in tasks for k in range(options.rollouts)]
+    ordered = [finished[key] for key in planned if key in finished]
     tmp = results_path.with_suffix(".jsonl.tmp")
     write_results(tmp, ordered)
     tmp.replace(results_path)
+    budget_note = _budget_note(budget, options.limits.max_cost, ordered, len(planned))
     summary = summarize(ordered, [t.id for t in tasks])
     text = format_summary(summary, header_lines(options, len(tasks)))
+    if budget_note:
+        text += f"stopped: {budget_note}\n"
     (out_dir / "summary.txt").write_text(text, "utf-8")
-    return EvalRun(results=ordered, summary=summary, text=text, out_dir=out_dir)
+    return EvalRun(
+        results=ordered,
+        summary=summary,
+        text=text,
+        out_dir=out_dir,
+        planned=len(planned),
+        not_run=len(planned) - len(ordered),
+        budget_note=budget_note,
+    )
+
+
+def _spent(budget: Budget) -> bool:
+    try:
+        budget.check()
+    except BudgetExceeded:
+        return True
+    return False
+
+
+def _budget_note(
+    budget: Budget | None, max_cost: float | None, ran: list[RolloutResult], planned: int
+) -> str:
+    """What the evaluation's cost cap cut, or "" when it cut nothing."""
+    if budget is None or max_cost is None or not _spent(budget):
+        return ""
+    cut = sum(1 for r in ran if r.extra.get("stop_reason") == "budget")
+    return (
+        f"the evaluation's --max-cost (${max_cost:.4f}) was spent (${budget.spent_usd():.4f}): "
+        f"{len(ran)} of {planned} rollouts ran, {cut} of them stopped on the budget; "
+        "raise --max-cost to evaluate the rest"
+    )
 
 
 def describe(options: EvalOptions) -> dict[str, Any]:
@@ -306,7 +364,8 @@ def describe(options: EvalOptions) -> dict[str, Any]:
         "rollouts": options.rollouts,
         "tasks": str(options.tasks_dir) if options.tasks_dir else None,
         "generate": options.generate,
-        "max_turns": options.max_turns,
+        "limits": asdict(options.limits),
+        "cache": options.cache,
         "concurrency": options.concurrency,
         "seed": options.seed,
         "base_url": options.base_url,
