@@ -14,6 +14,9 @@ all count) and checks:
    ``SourceFileLoader``, ``runpy.run_path``, or ``exec``/``compile`` on a file it opened;
    the sandbox child finds its modules by name.
 4. **Modules fit in a head:** at most :data:`MAX_LINES` lines each.
+5. **Users of the library use its faces.** The benchmarks and the verifiers environment
+   (:data:`FACE_USERS`) import only ``deeprepo``, ``deeprepo.rl`` and the test
+   infrastructure ``deeprepo.testing``.
 
 docs/architecture.md draws the same layers; change both together.
 """
@@ -26,7 +29,11 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+#: Folders of code that uses deeprepo as a library, through its faces only.
+FACE_USERS = ("benchmarks", "environments")
+FACES = ("deeprepo", "deeprepo.rl", "deeprepo.testing")
 
 #: Bottom to top. Rooms on one layer are siblings: neither may import the other.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -172,6 +179,20 @@ def check() -> list[str]:
             problems.append(f"{module}: {lines} lines (split it below {MAX_LINES})")
     for cycle in _cycles(graph):
         problems.append("file circle: " + " → ".join([*cycle, cycle[0]]))
+    problems += face_problems()
+    return problems
+
+
+def face_problems() -> list[str]:
+    """Imports of deeprepo's insides from :data:`FACE_USERS`."""
+    problems = []
+    for folder in FACE_USERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            where = path.relative_to(ROOT)
+            for raw, line in imports(path, path.stem, set()):
+                face = raw in FACES or raw.startswith("deeprepo.testing.")
+                if raw.startswith("deeprepo.") and not face:
+                    problems.append(f"{where}:{line} imports {raw}; use the face deeprepo or deeprepo.rl")
     return problems
 
 

@@ -36,6 +36,11 @@ _EXPORTS: dict[str, str] = {
     "CallSettings": "deeprepo.run.wiring",
     "resume": "deeprepo.run.analyze",
     "build_model": "deeprepo.run.models",
+    # the offline engine
+    "POLICIES": "deeprepo.builtin.scripted",
+    "make_policy": "deeprepo.builtin.scripted",
+    "make_static_worker": "deeprepo.builtin",
+    "ROOT_SYSTEM_PROMPTS": "deeprepo.base.prompts",
     "default_models": "deeprepo.run.models",
     # records
     "RunResult": "deeprepo.base.records",
@@ -59,6 +64,8 @@ _EXPORTS: dict[str, str] = {
     "SandboxError": "deeprepo.base.errors",
     # the parts a run is made of
     "Codebase": "deeprepo.codebase.model",
+    "classify_scope": "deeprepo.codebase.scope",
+    "IgnoreRules": "deeprepo.codebase.ignore",
     "load_codebase": "deeprepo.codebase.loader",
     "codebase_from_files": "deeprepo.codebase.loader",
     "ModelSpec": "deeprepo.providers.spec",
@@ -68,14 +75,19 @@ _EXPORTS: dict[str, str] = {
     "Budget": "deeprepo.providers.budget",
     "MeteredModel": "deeprepo.providers.metered",
     "SubDispatcher": "deeprepo.providers.dispatch",
+    "OpenAICompatModel": "deeprepo.providers.openai_compat",
     "Episode": "deeprepo.orchestrator.episode",
     "EpisodeConfig": "deeprepo.orchestrator.episode",
     "SandboxConfig": "deeprepo.sandbox.config",
     "Kernel": "deeprepo.sandbox.kernel",
     "KernelPool": "deeprepo.sandbox.pool",
+    "bwrap_problem": "deeprepo.sandbox.isolation",
+    "resolve_mode": "deeprepo.sandbox.isolation",
     "analyze_architecture": "deeprepo.architecture",
     # grading and outputs
     "grade": "deeprepo.findings.grading",
+    "GroundTruthEntry": "deeprepo.findings.grading",
+    "parse_ground_truth": "deeprepo.findings.grading",
     "load_findings": "deeprepo.findings.grading",
     "load_ground_truth": "deeprepo.findings.grading",
     "CoverageIndex": "deeprepo.findings.coverage",
@@ -83,6 +95,8 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "POLICIES",
+    "ROOT_SYSTEM_PROMPTS",
     "AnalyzeOptions",
     "BaselineOptions",
     "Behaviour",
@@ -100,6 +114,8 @@ __all__ = [
     "Episode",
     "EpisodeConfig",
     "Finding",
+    "GroundTruthEntry",
+    "IgnoreRules",
     "Kernel",
     "KernelPool",
     "Ledger",
@@ -107,6 +123,7 @@ __all__ = [
     "MeteredModel",
     "MissingKeyError",
     "ModelSpec",
+    "OpenAICompatModel",
     "PriceTable",
     "ProviderError",
     "RunHandle",
@@ -123,13 +140,19 @@ __all__ = [
     "analyze",
     "analyze_architecture",
     "build_model",
+    "bwrap_problem",
+    "classify_scope",
     "codebase_from_files",
     "default_models",
     "grade",
     "load_codebase",
     "load_findings",
     "load_ground_truth",
+    "make_policy",
+    "make_static_worker",
+    "parse_ground_truth",
     "parse_model_spec",
+    "resolve_mode",
     "resume",
     "run_baseline",
     "write_viewer",
@@ -149,16 +172,28 @@ if TYPE_CHECKING:
         UsageError,
     )
     from deeprepo.base.finding import Finding
+    from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
     from deeprepo.base.records import Behaviour, RunResult, StopReason, Turn
+    from deeprepo.builtin import make_static_worker
+    from deeprepo.builtin.scripted import POLICIES, make_policy
+    from deeprepo.codebase.ignore import IgnoreRules
     from deeprepo.codebase.loader import codebase_from_files, load_codebase
     from deeprepo.codebase.model import Codebase
+    from deeprepo.codebase.scope import classify_scope
     from deeprepo.findings.coverage import CoverageIndex
-    from deeprepo.findings.grading import grade, load_findings, load_ground_truth
+    from deeprepo.findings.grading import (
+        GroundTruthEntry,
+        grade,
+        load_findings,
+        load_ground_truth,
+        parse_ground_truth,
+    )
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
     from deeprepo.providers.budget import Budget
     from deeprepo.providers.dispatch import SubDispatcher
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
+    from deeprepo.providers.openai_compat import OpenAICompatModel
     from deeprepo.providers.prices import PriceTable
     from deeprepo.providers.spec import ModelSpec, parse_model_spec
     from deeprepo.report.viewer import write_viewer
@@ -167,6 +202,7 @@ if TYPE_CHECKING:
     from deeprepo.run.models import build_model, default_models
     from deeprepo.run.wiring import CallSettings, RunLimits
     from deeprepo.sandbox.config import SandboxConfig
+    from deeprepo.sandbox.isolation import bwrap_problem, resolve_mode
     from deeprepo.sandbox.kernel import Kernel
     from deeprepo.sandbox.pool import KernelPool
 

@@ -23,12 +23,8 @@ from typing import Any, Literal
 import verifiers.v1 as vf
 from pydantic import Field, field_validator
 
-from deeprepo.base.errors import ConfigError
-from deeprepo.orchestrator.episode import EpisodeConfig
-from deeprepo.rl.env.reward import RewardWeights
-from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
-from deeprepo.run.wiring import RunLimits
-from deeprepo.sandbox.config import SandboxConfig
+from deeprepo import ConfigError, EpisodeConfig, RunLimits, SandboxConfig
+from deeprepo.rl import RewardWeights, RolloutOutcome, run_rollout
 from deeprepo_orchestration.root import InteractionRoot
 from deeprepo_orchestration.taskset import OrchestrationData, repository
 

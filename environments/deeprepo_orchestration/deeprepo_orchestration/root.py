@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from deeprepo.base.chat import ChatRequest, Completion, Usage
-from deeprepo.base.errors import BudgetExceeded, ProviderError
+from deeprepo import BudgetExceeded, ChatRequest, Completion, ProviderError, Usage
 
 __all__ = ["InteractionRoot", "usage_of_calls"]
 

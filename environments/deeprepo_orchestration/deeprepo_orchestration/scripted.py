@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import ChatRequest, Message
-from deeprepo.builtin import POLICIES, make_policy
+import deeprepo.rl  # noqa: F401  (registers the research policies)
+from deeprepo import POLICIES, ChatRequest, Message, make_policy
 
 __all__ = ["loopback_script", "scripted_replies"]
 

@@ -21,11 +21,9 @@ from typing import Literal
 import verifiers.v1 as vf
 from pydantic import Field, field_validator
 
-from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
-from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.rl.env.tasks import Task as RepoTask
-from deeprepo.rl.env.tasks import task_from_generated
-from deeprepo.rl.tasks import generate_task, task_seeds
+from deeprepo import ROOT_SYSTEM_PROMPTS, CoverageIndex
+from deeprepo.rl import Task as RepoTask
+from deeprepo.rl import generate_task, task_from_generated, task_seeds
 
 __all__ = [
     "OrchestrationData",
