@@ -10,9 +10,8 @@ from collections import defaultdict
 import pytest
 
 from deeprepo.rl.tasks import GeneratedTask, generate_task
-from deeprepo.rl.tasks.flows import TWIN_ARGS
+from deeprepo.rl.tasks.catalogue import catalogue
 from deeprepo.rl.tasks.mutate import COMMENTS, Shape, reshape, strip_comments
-from deeprepo.rl.tasks.snippets import catalogue
 
 RISKY = re.compile(
     r"hashlib\.(md5|sha1)|createHash\(\"(md5|sha1)\"\)|\brandom\.\w+\(|Math\.random\(|"
@@ -54,7 +53,9 @@ def test_cross_file_helpers_also_appear_as_guarded_decoys_and_clean_code() -> No
         assert not decoy.vulnerable and decoy.block == bug.block  # the same helper, byte for byte
         assert decoy.source is not None and decoy.source.code != bug.source.code
         assert decoy.description.startswith("Safe:")
-    assert {s.name for s in cat if s.source is not None and s.vulnerable} >= set(TWIN_ARGS)
+    twins = [s for s in cat if s.twin_args]  # helpers that also appear as clean code
+    assert twins and all(s.vulnerable and s.source is not None for s in twins)
+    assert {s.lang for s in twins} == {"python", "js"}
 
 
 def test_a_cross_file_sink_line_also_occurs_where_it_is_not_a_bug(

@@ -25,8 +25,9 @@ from deeprepo.rl.tasks import (
     read_ground_truth,
 )
 from deeprepo.rl.tasks import generator as gen
+from deeprepo.rl.tasks.catalogue import catalogue
 from deeprepo.rl.tasks.render import extract_marks, fill
-from deeprepo.rl.tasks.snippets import Snippet, catalogue
+from deeprepo.rl.tasks.snippets import Snippet
 
 # A sink each kind's ground-truth range must contain (checked on the lines start..end).
 SINK_PATTERNS: dict[str, str] = {

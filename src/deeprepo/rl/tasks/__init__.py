@@ -3,7 +3,8 @@
 ``generate_task(seed, size, lang)`` builds one repository in memory (files +
 ground truth) for the RL environment; ``generate_tasks(out_dir, ...)`` writes
 many to disk with an ``index.json``. See ``taxonomy`` for the bug kinds and
-their CWE families.
+their CWE families; the code it plants and builds projects from is data, in
+``data/<lang>/*.toml`` (read by ``catalogue``).
 """
 
 from deeprepo.rl.tasks.generator import generate_task, generate_tasks, task_seeds

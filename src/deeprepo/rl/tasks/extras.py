@@ -11,16 +11,12 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from deeprepo.rl.tasks import clean_js, clean_python
+from deeprepo.rl.tasks.catalogue import clean_code
 from deeprepo.rl.tasks.naming import snake_to_kebab
+from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, SourceFile, js_relpath
-
-if TYPE_CHECKING:
-    from deeprepo.rl.tasks.layout import Style
-    from deeprepo.rl.tasks.project import Project
+from deeprepo.rl.tasks.structure import filler_path
 
 _PY_PACKAGES = {
     "flask": "Flask>=3.0",
@@ -45,8 +41,6 @@ _JS_DEV = {"jest": "^29.7.0", "supertest": "^7.0.0", "eslint": "^8.57.0"}
 _PY_IMPORT_RE = re.compile(r"^(?:from|import) ([A-Za-z_][\w]*)", re.MULTILINE)
 _JS_REQUIRE_RE = re.compile(r'require\("([^".][^"]*)"\)')
 
-FillerPath = Callable[["Style", str, dict[str, str]], "str | None"]
-
 
 def _code_file(
     p: Project, path: str, doc: str, blocks: list[Block], ctx: dict[str, str] | None = None
@@ -58,9 +52,16 @@ def _code_file(
     return f
 
 
-def code_extras(p: Project, filler_path: FillerPath) -> list[tuple[str, SourceFile]]:
+def add_code_extras(p: Project) -> None:
+    """Add the code files outside the section layout (tests, conftest, entry points, scripts)."""
+    for path, f in code_extras(p):
+        p.files[path] = f
+
+
+def code_extras(p: Project) -> list[tuple[str, SourceFile]]:
     """Code files the structure asked for that are not made of layered sections."""
     s, py = p.style, p.lang == "python"
+    parts = clean_code(p.lang).parts
     out: list[tuple[str, SourceFile]] = []
     app_path = p.registry["app"][0].path
     ents = [e for e, _ in p.structure.entities]
@@ -72,7 +73,7 @@ def code_extras(p: Project, filler_path: FillerPath) -> list[tuple[str, SourceFi
                     p,
                     s.root + "tests/conftest.py",
                     "Shared test fixtures.",
-                    [clean_python.CLIENT_FIXTURE],
+                    [parts["client_fixture"]],
                 ),
             )
         )
@@ -85,7 +86,7 @@ def code_extras(p: Project, filler_path: FillerPath) -> list[tuple[str, SourceFi
                     p,
                     server,
                     "Starts the HTTP server.",
-                    [clean_js.SERVER],
+                    [parts["server"]],
                     {"app_rel": js_relpath(server, app_path)},
                 ),
             )
@@ -100,7 +101,7 @@ def code_extras(p: Project, filler_path: FillerPath) -> list[tuple[str, SourceFi
         ):
             continue
         if key == "wsgi":
-            out.append((path, _code_file(p, path, "WSGI entry point.", [clean_python.WSGI])))
+            out.append((path, _code_file(p, path, "WSGI entry point.", [parts["wsgi"]])))
         elif key == "script:seed":
             uses = tuple(f"svc:{e.name}" for e in ents[:2])
             calls = []
@@ -334,7 +335,7 @@ def _docs(p: Project, name: str) -> str:
     return f"# {title}\n\n{body}\n"
 
 
-def text_extras(p: Project, texts: dict[str, str], filler_path: FillerPath) -> dict[str, str]:
+def text_extras(p: Project, texts: dict[str, str]) -> dict[str, str]:
     """Non-code files of the project, given the rendered code ``texts``."""
     s, py, r = p.style, p.lang == "python", p.style.root
     out: dict[str, str] = {}

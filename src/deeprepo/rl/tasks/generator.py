@@ -11,28 +11,19 @@ read from the generated text (``render.extract_marks``), never counted by hand.
 from __future__ import annotations
 
 import random
-import re
 import shutil
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from deeprepo.base.errors import UsageError
-from deeprepo.rl.tasks import utils_js, utils_python
-from deeprepo.rl.tasks.extras import text_extras
-from deeprepo.rl.tasks.flows import TWIN_ARGS, renamed, twin_caller
+from deeprepo.rl.tasks.catalogue import util_modules
+from deeprepo.rl.tasks.extras import add_code_extras, text_extras
+from deeprepo.rl.tasks.flows import renamed
 from deeprepo.rl.tasks.layout import choose_style
-from deeprepo.rl.tasks.mutate import strip_comments
-from deeprepo.rl.tasks.naming import (
-    DOMAINS,
-    JS_SERVICE_NAMES,
-    project_name,
-    secret_token,
-    snake_to_kebab,
-)
+from deeprepo.rl.tasks.naming import DOMAINS, JS_SERVICE_NAMES, project_name, snake_to_kebab
+from deeprepo.rl.tasks.planting import Placed, needed_utils, place, place_twin, plan_snippets
 from deeprepo.rl.tasks.project import Project, build_project
-from deeprepo.rl.tasks.render import Block, Mark, Section, extract_marks, fill
-from deeprepo.rl.tasks.snippets import ENTITY_HOSTS, Snippet, catalogue
+from deeprepo.rl.tasks.render import Mark, extract_marks
 from deeprepo.rl.tasks.spec import (
     SIZES,
     GeneratedTask,
@@ -43,277 +34,13 @@ from deeprepo.rl.tasks.spec import (
     dumps,
 )
 from deeprepo.rl.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
-from deeprepo.rl.tasks.structure import filler_path, fit_structure
+from deeprepo.rl.tasks.structure import fit_structure
 from deeprepo.rl.tasks.taxonomy import BUG_KINDS
 
-# Snippets that call a helper of their host module unqualified, so they stay in it.
-_PINNED = frozenset(
-    {
-        "py-leak-open",
-        "py-decoy-leak-with",
-        "py-decoy-rand-jitter",
-        "js-leak-fd",
-        "js-decoy-rand-jitter",
-    }
-)
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
 _DECOYS = {"small": (1, 2), "medium": (2, 4), "large": (4, 7)}
 _TWINS = {"small": 1, "medium": 3, "large": 6}  # clean copies of cross-file helpers (+0..1)
 _ORIGIN = "a request value read by a route handler"
-
-
-@dataclass
-class _Placed:
-    tag: str
-    snippet: Snippet
-    description: str
-    sink_fn: str
-
-
-# --- planning --------------------------------------------------------------------------------------
-
-
-def _claim(s: Snippet) -> tuple[str, str] | None:
-    """Project-wide slot a replacing snippet takes (entity-level slots are settled at placement)."""
-    return (s.host, s.block.key) if s.replaces and s.host not in ENTITY_HOSTS else None
-
-
-def plan_snippets(
-    rng: random.Random, lang: str, n_bugs: int, n_decoys: int, want_cross: bool
-) -> list[Snippet]:
-    """Bugs of distinct kinds (then repeats), then decoys, with no two taking the same slot."""
-    cat = [s for s in catalogue() if s.lang == lang]
-    claims: set[tuple[str, str]] = set()
-    chosen: list[Snippet] = []
-    for vulnerable, count in ((True, n_bugs), (False, n_decoys)):
-        kinds = sorted({s.kind for s in cat if s.vulnerable == vulnerable})
-        rng.shuffle(kinds)
-        picked = 0
-        for i in range(len(kinds) * 3):
-            if picked >= count:
-                break
-            kind = kinds[i % len(kinds)]
-            variants = [
-                s for s in cat if s.kind == kind and s.vulnerable == vulnerable and s not in chosen
-            ]
-            rng.shuffle(variants)
-            if vulnerable and want_cross and not any(c.source for c in chosen):
-                variants.sort(key=lambda s: s.source is None)
-            for v in variants:
-                c = _claim(v)
-                if c is None or c not in claims:
-                    if c:
-                        claims.add(c)
-                    chosen.append(v)
-                    picked += 1
-                    break
-    return chosen
-
-
-def _needs(plan: list[Snippet], util_ids: set[str]) -> set[str]:
-    out = set()
-    for s in plan:
-        for n in (s.host, *s.needs):
-            if n in util_ids:
-                out.add(n)
-    return out
-
-
-# --- placement -------------------------------------------------------------------------------------
-
-
-def _filled_key(block: Block, sec: Section, proj: Project) -> str:
-    return fill(block.key, {**proj.ctx, **sec.ctx})
-
-
-def _insert(rng: random.Random, sec: Section, block: Block, lang: str) -> None:
-    # Never first: modules open with constants and classes with their constructor.
-    hi = len(sec.blocks)
-    if lang == "js" and sec.id.startswith("routes:"):
-        # Express matches in registration order: a static path must come before "/:id".
-        hi = next((i for i, b in enumerate(sec.blocks) if b.key == "get"), hi)
-    sec.blocks.insert(rng.randint(min(1, hi), hi), block)
-
-
-_ANY_HELPER = Snippet("any-helper", "off-by-one", "python", "validators", Block("_", ""), "")
-
-
-def portable(snippet: Snippet) -> bool:
-    """A module-level helper or constant that reads the same in any module of the project."""
-    return not (
-        snippet.replaces
-        or snippet.host in ENTITY_HOSTS
-        or snippet.host == "auth"
-        or snippet.name in _PINNED
-    )
-
-
-def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
-    """Where ``snippet`` may go: its host role, or for a portable one any function-style module
-    (so the file that holds a bug kind is not fixed by the kind)."""
-    if not portable(snippet):
-        return proj.sections(snippet.host)
-    # A module alias two sections share (product.model.js and product.validator.js are both
-    # "product") would import the wrong one in a caller.
-    handles = Counter(
-        h
-        for h, _ in {
-            (sec.handle, f.path) for f, sec in proj.registry.values() if not sec.class_name
-        }
-    )
-    return [
-        sec
-        for sid, (f, sec) in proj.registry.items()
-        if sec.class_name is None
-        and handles[sec.handle] == 1
-        and sid.split(":")[0] not in ("app", "tests")
-        and (proj.lang == "python" or (f.exports == "functions" and sec.handle.isidentifier()))
-    ]
-
-
-def _file_keys(proj: Project, sec: Section) -> set[str]:
-    f = proj.registry[sec.id][0]
-    return {
-        _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
-    }
-
-
-def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> _Placed | None:
-    """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
-    hosts = host_sections(proj, snippet)
-    rng.shuffle(hosts)
-    secrets = {}
-    if "«secret_hex»" in snippet.block.code:
-        secrets["secret_hex"] = secret_token(rng, 40, "0123456789abcdef")
-    if "«secret_alnum»" in snippet.block.code:
-        secrets["secret_alnum"] = secret_token(
-            rng, 24, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-        )
-    for sec in hosts:
-        key = _filled_key(snippet.block, sec, proj)
-        if snippet.replaces:
-            present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
-        else:  # a new module-level name must be new to the whole file
-            present = key in _file_keys(proj, sec)
-        if snippet.replaces != present or any(
-            b.tag and b.key == snippet.block.key for b in sec.blocks
-        ):
-            continue
-        block = snippet.block.tagged(tag, **secrets)
-        if snippet.replaces:
-            idx = next(i for i, b in enumerate(sec.blocks) if b.key == snippet.block.key)
-            sec.blocks[idx] = block
-        else:
-            _insert(rng, sec, block, proj.lang)
-        ctx = {**proj.ctx, **sec.ctx, **block.ctx}
-        placed = _Placed(tag, snippet, fill(snippet.description, ctx), key)
-        if snippet.source is not None:
-            _place_source(rng, proj, snippet.source, sec, key, tag)
-        return placed
-    return None
-
-
-def _place_source(
-    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str, tag: str
-) -> None:
-    routes = proj.sections("routes")
-    if sink.entity is not None:
-        routes = [r for r in routes if r.entity == sink.entity]
-    else:
-        rng.shuffle(routes)
-    target, fn = sink.id, sink_fn
-    hop = _place_hop(rng, proj, source, sink, sink_fn) if rng.random() < _HOP_RATE else None
-    if hop is not None:
-        target, fn = hop
-    code = source.code.replace("«sink.»", f"«{target}.»")
-    block = Block(
-        source.key,
-        code,
-        imports=source.imports,
-        names=source.names,
-        uses=tuple(target if u == "sink" else u for u in source.uses),
-        ctx={"sink_fn": fn},
-    )
-    for sec in routes:
-        key = _filled_key(block, sec, proj)
-        if any(_filled_key(b, sec, proj) == key for b in sec.blocks):
-            continue
-        _insert(rng, sec, block.tagged(tag), proj.lang)
-        return
-
-
-_HOP_RATE = 0.4
-_HOP_PREFIXES = {
-    "python": ("process_", "handle_", "run_", "do_"),
-    "js": ("process", "handle", "run", "do"),
-}
-
-
-def _place_hop(
-    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str
-) -> tuple[str, str] | None:
-    """A thin function in another module between the route and the sink, so the flow spans
-    two calls: route → hop → sink. Returns the hop's section id and name."""
-    m = re.search(r"«sink\.»«sink_fn»\(([\w, ]*)\)", source.code)
-    if m is None:
-        return None
-    args = m.group(1)
-    prefix = rng.choice(_HOP_PREFIXES[proj.lang])
-    name = prefix + (sink_fn if proj.lang == "python" else sink_fn[:1].upper() + sink_fn[1:])
-    if "«" in name:
-        return None
-    cands = [
-        sec
-        for sec in host_sections(proj, _ANY_HELPER)
-        if sec is not sink and sec.id.split(":")[0] != "routes"
-    ]
-    rng.shuffle(cands)
-    for sec in cands:
-        if name in _file_keys(proj, sec):
-            continue
-        if proj.lang == "python":
-            code = f"def {name}(«selfp»{args}):\n    return «{sink.id}.»{sink_fn}({args})"
-            block = Block(name, code, uses=(sink.id,))
-        else:
-            code = f"«afn»{name}({args}) {{\n  return «{sink.id}.»{sink_fn}({args});\n}}"
-            block = Block(name, code, uses=(sink.id,), exports=(name,))
-        _insert(rng, sec, block, proj.lang)
-        return sec.id, name
-    return None
-
-
-def place_twin(rng: random.Random, proj: Project) -> bool:
-    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
-    cands = [
-        s
-        for s in catalogue()
-        if s.lang == proj.lang and s.vulnerable and s.source is not None and s.name in TWIN_ARGS
-    ]
-    snippet = renamed(rng.choice(cands), rng)
-    hosts = host_sections(proj, snippet)
-    rng.shuffle(hosts)
-    for sec in hosts:
-        key = _filled_key(snippet.block, sec, proj)
-        if key in _file_keys(proj, sec):
-            continue
-        code = strip_comments(snippet.block.code, proj.lang)
-        _insert(rng, sec, replace(snippet.block, code=code), proj.lang)
-        callers = [
-            s
-            for sid, (_f, s) in proj.registry.items()
-            if sid.split(":")[0] not in ("app", "tests", "config")
-        ]
-        rng.shuffle(callers)
-        for csec in callers:
-            caller = twin_caller(snippet, rng, sec.id, key)
-            if _filled_key(caller, csec, proj) not in _file_keys(proj, csec):
-                _insert(rng, csec, caller, proj.lang)
-                return True
-        return True
-    return False
-
-
-# --- assembling ------------------------------------------------------------------------------------
 
 
 def _layouts(size: str, budget: int, rng: random.Random) -> list[str]:
@@ -337,9 +64,9 @@ def _subproject(
     taken: set[str],
     n_bugs: int,
     n_decoys: int,
-) -> tuple[Project, list[_Placed]]:
-    utpl = utils_python.UTILS if lang == "python" else utils_js.UTILS
-    stems = {u: rng.choice(spec[0]) for u, spec in sorted(utpl.items())}
+) -> tuple[Project, list[Placed]]:
+    utpl = util_modules(lang)
+    stems = {u: rng.choice(m.stems) for u, m in sorted(utpl.items())}
     title, pkg = project_name(rng, domains[0])
     if lang == "js" and root:
         title = f"{title.split('-')[0]}-{rng.choice(JS_SERVICE_NAMES)}"
@@ -348,7 +75,7 @@ def _subproject(
     )
     # Utility modules are there whether or not a snippet needs them: their presence is no tell.
     extra = {"small": 0.25, "medium": 0.5, "large": 0.7}[size]
-    needs = _needs(plan, set(utpl)) | {u for u in sorted(utpl) if rng.random() < extra}
+    needs = needed_utils(plan, set(utpl)) | {u for u in sorted(utpl) if rng.random() < extra}
     st = None
     for layout in _layouts(size, budget, rng):
         style = choose_style(rng, lang, layout, root, pkg)
@@ -370,20 +97,21 @@ def _subproject(
         "bad_name_msg": '"file name escapes the upload directory"',
     }
     proj = build_project(rng, st, title, pctx)
+    add_code_extras(proj)
     shuffle_constants(rng, proj)
-    placed: list[_Placed] = []
+    placed: list[Placed] = []
     for i, snip in enumerate(plan):
         p = place(rng, proj, renamed(snip, rng), f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)
     for _ in range(_TWINS[size] + rng.randint(0, 1)):
         place_twin(rng, proj)
-    sprinkle_safe_uses(rng, proj, _insert)
+    sprinkle_safe_uses(rng, proj)
     mutate_comments(rng, proj)
     return proj, placed
 
 
-def _entry(p: _Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
+def _entry(p: Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
     kind = BUG_KINDS[p.snippet.kind]
     sink = marks["sink"]
     start = marks.get("start", sink).line
@@ -448,7 +176,7 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
     domains = [domain, *others]
     bugs, decoys = rng.randint(*_BUGS[size]), rng.randint(*_DECOYS[size])
     taken: set[str] = set()
-    subs: list[tuple[Project, list[_Placed]]] = []
+    subs: list[tuple[Project, list[Placed]]] = []
     extra: dict[str, str] = {}
     if lang == "mixed":
         total = rng.randint(max(lo, 12), hi)
@@ -489,7 +217,7 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
             for m in marks:
                 all_marks.setdefault(m.tag, {})[m.name] = m
         files.update(code)
-        files.update(text_extras(proj, code, filler_path))
+        files.update(text_extras(proj, code))
     entries = [_entry(p, all_marks[p.tag]) for _, placed in subs for p in placed]
     entries.sort(key=lambda e: (not e.vulnerable, e.file, e.start_line, e.kind))
     numbered: list[GroundTruthEntry] = []

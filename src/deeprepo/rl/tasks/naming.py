@@ -285,16 +285,6 @@ ENTITIES: dict[str, tuple[Entity, ...]] = {
 }
 
 
-def pick_entities(rng: random.Random, domain: str, k: int, taken: set[str]) -> list[Entity]:
-    """``k`` entities of ``domain`` (fewer if it has fewer) whose names are not in ``taken``."""
-    pool = [e for e in ENTITIES[domain] if e.name not in taken and e.plural not in taken]
-    rng.shuffle(pool)
-    chosen = pool[:k]
-    for e in chosen:
-        taken.update((e.name, e.plural))
-    return chosen
-
-
 def project_name(rng: random.Random, domain: str) -> tuple[str, str]:
     """``(display name, python package name)``, e.g. ``("shelfwise-api", "shelfwise")``."""
     stem = rng.choice(DOMAINS[domain][0])

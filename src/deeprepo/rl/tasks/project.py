@@ -2,8 +2,9 @@
 
 :func:`build_project` turns a :class:`~deeprepo.rl.tasks.structure.Structure`
 into :class:`SourceFile` objects whose sections hold clean template blocks,
-plus the registry that resolves cross-file references. Planting and
-rendering happen in ``generator``.
+plus the registry that resolves cross-file references. Code files outside the
+section layout are added by ``extras.add_code_extras``; planting happens in
+``planting`` and rendering in ``generator``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-from deeprepo.rl.tasks import clean_js, clean_python, utils_js, utils_python
+from deeprepo.rl.tasks.catalogue import clean_code, util_modules
 from deeprepo.rl.tasks.contexts import entity_context, schema_sql, style_context
 from deeprepo.rl.tasks.layout import ROLE_ORDER, Style, python_module, role_path
 from deeprepo.rl.tasks.naming import Entity, snake_to_camel, snake_to_kebab, snake_to_pascal
 from deeprepo.rl.tasks.render import Block, Registry, Renderer, Section, SourceFile, js_relpath
-from deeprepo.rl.tasks.structure import Structure, entity_roles, filler_path
+from deeprepo.rl.tasks.structure import Structure, entity_roles
 
 
 @dataclass
@@ -87,6 +88,7 @@ class _Builder:
     def __init__(self, rng: random.Random, st: Structure, title: str, pctx: dict[str, str]):
         self.rng, self.st, self.s = rng, st, st.style
         self.py = self.s.lang == "python"
+        self.clean = clean_code(self.s.lang)
         self.files: dict[str, SourceFile] = {}
         self.registry: Registry = {}
         self.pctx = pctx
@@ -155,7 +157,7 @@ class _Builder:
                 sec.class_name, sec.instance = pascal, inst
                 sec.doc = _DOCS[role].format(entities=e.plural.replace("_", " "))
                 if role == "repo":
-                    sec.blocks.insert(0, clean_python.REPO_INIT if self.py else clean_js.REPO_INIT)
+                    sec.blocks.insert(0, self.clean.parts["repo_init"])
             sec.handle = inst if per_entity_file else stem_name
         else:
             sec.handle = stem_name
@@ -164,8 +166,8 @@ class _Builder:
         return sec
 
     def build(self) -> None:
-        s, st, py = self.s, self.st, self.py
-        utpl = utils_python.UTILS if py else utils_js.UTILS
+        s, st = self.s, self.st
+        utils = util_modules(s.lang)
         specs: list[tuple[int, int, str, str, Entity | None, str, str]] = []
         order = {r: i for i, r in enumerate(ROLE_ORDER)}
         for i, role in enumerate(("config", "errors", "db", "auth", "app")):
@@ -178,16 +180,14 @@ class _Builder:
             for role in roles:
                 specs.append((order[role], i, f"{role}:{ent.name}", role, ent, mod, ""))
         specs.sort(key=lambda t: (t[0], t[1]))
-        core = clean_python.CORE_BLOCKS if py else clean_js.CORE_BLOCKS
-        per_entity = clean_python.ENTITY_BLOCKS if py else clean_js.ENTITY_BLOCKS
         for _, _, sid, role, e, m, util in specs:
             if role == "util":
-                _, doc, ublocks = utpl[util]
-                self.section(sid, role, list(ublocks), stem=st.utils[util], util_doc=doc)
+                umod = utils[util]
+                self.section(sid, role, list(umod.blocks), stem=st.utils[util], util_doc=umod.doc)
             elif e is None:
-                self.section(sid, role, list(core.get(role, ())))
+                self.section(sid, role, list(self.clean.core.get(role, ())))
             else:
-                self.section(sid, role, list(per_entity[role]), e, m)
+                self.section(sid, role, list(self.clean.entity[role]), e, m)
         self._wire_routes_and_app()
         self._wire_tests()
 
@@ -199,7 +199,7 @@ class _Builder:
             if len({f.path for f, _ in tests}) == 1 and not any(
                 p.endswith("conftest.py") for p in self.st.paths
             ):
-                tests[0][1].blocks.insert(0, clean_python.CLIENT_FIXTURE)
+                tests[0][1].blocks.insert(0, self.clean.parts["client_fixture"])
             return
         app_path = self.registry["app"][0].path
         for f, _ in tests:
@@ -238,25 +238,24 @@ class _Builder:
                         "bp_prefix": s.api_prefix if shared else f"{s.api_prefix}/{url}",
                     }
                 )
-                f.preamble.append(clean_python.BLUEPRINT)
+                f.preamble.append(self.clean.parts["blueprint"])
                 alias = var if shared else f"{e.plural}_bp"
                 names.append((sec.id, var if alias == var else f"{var} as {alias}"))
                 mounts.append(f"app.register_blueprint({alias})")
             elif not py and first:
-                f.preamble.append(clean_js.ROUTER)
+                f.preamble.append(self.clean.parts["router"])
                 if f is app_file:
                     mounts.append(f'app.use("{s.api_prefix}", router);')
                 else:
-                    f.epilogue.append(clean_js.ROUTER_EXPORT)
+                    f.epilogue.append(self.clean.parts["router_export"])
                     f.exports = "none"
                     var = "routes" if shared else snake_to_camel(e.plural) + "Router"
                     rel = js_relpath(app_file.path, f.path)
                     imports.append(f"{var}={rel}")
                     mounts.append(f'app.use("{s.api_prefix}{"" if shared else "/" + url}", {var});')
+        parts = self.clean.parts
         if py:
-            app_sec.blocks.append(
-                replace(clean_python.APP, names=(*clean_python.APP.names, *names))
-            )
+            app_sec.blocks.append(replace(parts["app"], names=(*parts["app"].names, *names)))
             app_sec.ctx.update(
                 {
                     "register_blueprints": "\n".join(mounts),
@@ -264,12 +263,12 @@ class _Builder:
                 }
             )
         else:
-            app_sec.blocks.extend(clean_js.APP[:2])
+            app_sec.blocks.extend((parts["app"], parts["error_handler"]))
             app_sec.blocks[0] = replace(
                 app_sec.blocks[0], imports=(*app_sec.blocks[0].imports, *imports)
             )
             app_sec.ctx["mount_routes"] = "\n".join(mounts)
-            app_file.epilogue.append(clean_js.APP[2])
+            app_file.epilogue.append(parts["app_export"])
             app_file.exports = "none"
 
 
@@ -282,9 +281,7 @@ def build_project(rng: random.Random, st: Structure, title: str, pctx: dict[str,
         if path.endswith("/__init__.py") and path not in b.files:
             b.files[path] = SourceFile(path, "text", text=_package_doc(path, st.style, title))
     b.files = dict(sorted(b.files.items()))
-    proj = Project(st.style, st, title, b.files, b.registry, pctx, b.ectx)
-    add_code_extras(proj)
-    return proj
+    return Project(st.style, st, title, b.files, b.registry, pctx, b.ectx)
 
 
 _PACKAGE_DOCS = {
@@ -312,11 +309,3 @@ def _package_doc(path: str, style: Style, title: str) -> str:
         return f'"""{title}."""\n'
     doc = _PACKAGE_DOCS.get(name) or f"The {name.replace('_', ' ')} module."
     return f'"""{doc}"""\n'
-
-
-def add_code_extras(p: Project) -> None:
-    """Test files, conftest, entry points and scripts: code files outside the section layout."""
-    from deeprepo.rl.tasks.extras import code_extras
-
-    for path, f in code_extras(p, filler_path):
-        p.files[path] = f

@@ -126,9 +126,6 @@ class Section:
     gap: int = 2  # blank lines between blocks
     ctx: dict[str, str] = field(default_factory=dict)
 
-    def has_key(self, key: str) -> bool:
-        return any(b.key == key for b in self.blocks)
-
 
 @dataclass
 class SourceFile:

@@ -1,4 +1,4 @@
-"""The record of a planted snippet (bug or decoy) and the catalogue of all of them.
+"""The records the catalogues are made of: planted snippets, safe uses, clean code, utilities.
 
 A snippet is a block of code with marks (``⟦start⟧``, ``⟦sink⟧``, ``⟦end⟧``)
 that the generator places in a host section: an entity's repository,
@@ -6,16 +6,29 @@ service or routes, or a project-wide module (``auth``, ``config``, a utility).
 A cross-file snippet also has a ``source``: a route handler, placed in the
 routes of an entity, that reads untrusted input (``⟦source⟧``) and passes it
 to the sink through ``«sink.»«sink_fn»(...)``.
+
+The records are read from the data files under ``data/`` (``catalogue``); this
+module only says what they hold.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
 
 from deeprepo.rl.tasks.render import Block
 
 ENTITY_HOSTS = frozenset({"repo", "svc", "routes"})
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The check that makes a cross-file bug's route safe (its guarded decoy, ``flows``)."""
+
+    code: str  # lines inserted after the route's ⟦source⟧ line, at its indentation
+    imports: tuple[str, ...]
+    what: str  # what the check does, for the decoy's description
+    rebind: tuple[str, str] | None = None  # the guard binds a new name: (old, new) in the call
 
 
 @dataclass(frozen=True)
@@ -32,31 +45,33 @@ class Snippet:
     replaces: bool = False  # replace the host's block with the same key instead of adding one
     source: Block | None = None  # cross-file: the route that feeds the sink
     needs: tuple[str, ...] = ()  # other project sections the code uses (e.g. "cache")
+    pinned: bool = False  # calls a helper of its host module unqualified, so it stays there
+    guard: Guard | None = None  # cross-file bugs: the check of their guarded decoy
+    twin_args: str = ""  # cross-file bugs: constant arguments a clean caller passes the helper
 
 
-@cache
-def catalogue() -> tuple[Snippet, ...]:
-    """Every snippet, bugs and decoys, both languages (imported lazily: big data modules).
+@dataclass(frozen=True)
+class SafeUse:
+    """A clean block whose name (``«nm»``) is drawn per placement from ``names``."""
 
-    Cross-file bugs also yield a decoy each: the same helper behind a caller that checks
-    the value (``flows.guarded_decoys``).
-    """
-    from deeprepo.rl.tasks import (
-        bugs_js,
-        bugs_python,
-        decoys_js,
-        decoys_python,
-        logic_js,
-        logic_python,
-    )
-    from deeprepo.rl.tasks.flows import guarded_decoys
+    names: tuple[str, ...]
+    where: str  # fn: any code section | const: module level | route | repo | svc | tests
+    block: Block
 
-    bugs = (*bugs_python.SNIPPETS, *bugs_js.SNIPPETS)
-    return (
-        *bugs,
-        *logic_python.SNIPPETS,
-        *logic_js.SNIPPETS,
-        *decoys_python.SNIPPETS,
-        *decoys_js.SNIPPETS,
-        *guarded_decoys(bugs),
-    )
+
+@dataclass(frozen=True)
+class UtilModule:
+    """A utility module of one language: one section of clean blocks."""
+
+    stems: tuple[str, ...]  # module names to choose from
+    doc: str
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class CleanCode:
+    """The clean blocks of one language that every generated project is built from."""
+
+    entity: Mapping[str, tuple[Block, ...]]  # per-entity role → its blocks
+    core: Mapping[str, tuple[Block, ...]]  # project-wide role → its blocks
+    parts: Mapping[str, Block]  # single blocks the project builder wires by name

@@ -4,8 +4,9 @@ Applied to a project after its bugs and decoys are planted:
 
 * :func:`shuffle_constants` reorders the module-level constants of the config section, so
   a slot (``SECRET_KEY``) has no fixed line;
-* :func:`sprinkle_safe_uses` inserts clean blocks from ``safe_python``/``safe_js`` at random
-  places in most code sections, so risky APIs are common in clean code;
+* :func:`sprinkle_safe_uses` inserts clean blocks from the safe-use pool (``[[safe]]`` in
+  ``data/<lang>/safe.toml`` and ``logic.toml``) at random places in most code sections, so
+  risky APIs are common in clean code;
 * :func:`mutate_comments` runs every block through :func:`mutate.mutate_block`.
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 import random
 import re
 
-from deeprepo.rl.tasks import logic_js, logic_python, safe_js, safe_python
+from deeprepo.rl.tasks.catalogue import safe_pool
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
+from deeprepo.rl.tasks.planting import insert_block
 from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
-from deeprepo.rl.tasks.safe_python import SafeUse
+from deeprepo.rl.tasks.snippets import SafeUse
 
 _HEX = "0123456789abcdef"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -73,13 +75,9 @@ def _filled(key: str, ctx: dict[str, str]) -> str | None:
         return None
 
 
-def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int:
+def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
     """Add 0–2 clean risky-API blocks to each code section; returns how many were added."""
-    pool = (
-        (*safe_python.POOL, *logic_python.SAFE)
-        if proj.lang == "python"
-        else (*safe_js.POOL, *logic_js.SAFE)
-    )
+    pool = safe_pool(proj.lang)
     tables = sorted(e.plural for e, _ in proj.structure.entities)
     quoted = ", ".join(f'"{t}"' for t in tables)
     table_ctx = {
@@ -131,7 +129,7 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, insert: object) -> int
                 exports=use.block.exports,
                 ctx=ctx,
             )
-            insert(rng, sec, block, proj.lang)  # type: ignore[operator]
+            insert_block(rng, sec, block, proj.lang)
             taken.add(key)
             want -= 1
             added += 1

@@ -1,0 +1,271 @@
+"""Planting: choosing the snippets of a project and putting them into its sections.
+
+:func:`plan_snippets` draws the bugs and decoys of a (sub)project; :func:`place` puts one
+into a host section (and its source route into the routes of an entity, sometimes through
+a thin hop function in a third module); :func:`place_twin` adds a cross-file bug's helper as
+clean code with a clean caller. :func:`insert_block` is the one way a block joins a section,
+for planted and sprinkled blocks alike.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from deeprepo.rl.tasks.catalogue import snippets
+from deeprepo.rl.tasks.flows import renamed, twin_caller
+from deeprepo.rl.tasks.mutate import strip_comments
+from deeprepo.rl.tasks.naming import secret_token
+from deeprepo.rl.tasks.project import Project
+from deeprepo.rl.tasks.render import Block, Section, fill
+from deeprepo.rl.tasks.snippets import ENTITY_HOSTS, Snippet
+
+
+@dataclass
+class Placed:
+    """A snippet placed in a project: its tag (marks read back as ``⟦tag:name⟧``) and text."""
+
+    tag: str
+    snippet: Snippet
+    description: str
+    sink_fn: str
+
+
+# --- planning --------------------------------------------------------------------------------------
+
+
+def _claim(s: Snippet) -> tuple[str, str] | None:
+    """Project-wide slot a replacing snippet takes (entity-level slots are settled at placement)."""
+    return (s.host, s.block.key) if s.replaces and s.host not in ENTITY_HOSTS else None
+
+
+def plan_snippets(
+    rng: random.Random, lang: str, n_bugs: int, n_decoys: int, want_cross: bool
+) -> list[Snippet]:
+    """Bugs of distinct kinds (then repeats), then decoys, with no two taking the same slot."""
+    cat = list(snippets(lang))
+    claims: set[tuple[str, str]] = set()
+    chosen: list[Snippet] = []
+    for vulnerable, count in ((True, n_bugs), (False, n_decoys)):
+        kinds = sorted({s.kind for s in cat if s.vulnerable == vulnerable})
+        rng.shuffle(kinds)
+        picked = 0
+        for i in range(len(kinds) * 3):
+            if picked >= count:
+                break
+            kind = kinds[i % len(kinds)]
+            variants = [
+                s for s in cat if s.kind == kind and s.vulnerable == vulnerable and s not in chosen
+            ]
+            rng.shuffle(variants)
+            if vulnerable and want_cross and not any(c.source for c in chosen):
+                variants.sort(key=lambda s: s.source is None)
+            for v in variants:
+                c = _claim(v)
+                if c is None or c not in claims:
+                    if c:
+                        claims.add(c)
+                    chosen.append(v)
+                    picked += 1
+                    break
+    return chosen
+
+
+def needed_utils(plan: list[Snippet], util_ids: set[str]) -> set[str]:
+    """The utility modules the planned snippets are hosted in or use."""
+    out = set()
+    for s in plan:
+        for n in (s.host, *s.needs):
+            if n in util_ids:
+                out.add(n)
+    return out
+
+
+# --- placement -------------------------------------------------------------------------------------
+
+
+def _filled_key(block: Block, sec: Section, proj: Project) -> str:
+    return fill(block.key, {**proj.ctx, **sec.ctx})
+
+
+def insert_block(rng: random.Random, sec: Section, block: Block, lang: str) -> None:
+    """Put ``block`` at a random place in ``sec`` (never first, and JS routes before ``/:id``)."""
+    # Never first: modules open with constants and classes with their constructor.
+    hi = len(sec.blocks)
+    if lang == "js" and sec.id.startswith("routes:"):
+        # Express matches in registration order: a static path must come before "/:id".
+        hi = next((i for i, b in enumerate(sec.blocks) if b.key == "get"), hi)
+    sec.blocks.insert(rng.randint(min(1, hi), hi), block)
+
+
+_ANY_HELPER = Snippet("any-helper", "off-by-one", "python", "validators", Block("_", ""), "")
+
+
+def portable(snippet: Snippet) -> bool:
+    """A module-level helper or constant that reads the same in any module of the project."""
+    return not (
+        snippet.replaces or snippet.host in ENTITY_HOSTS or snippet.host == "auth" or snippet.pinned
+    )
+
+
+def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
+    """Where ``snippet`` may go: its host role, or for a portable one any function-style module
+    (so the file that holds a bug kind is not fixed by the kind)."""
+    if not portable(snippet):
+        return proj.sections(snippet.host)
+    # A module alias two sections share (product.model.js and product.validator.js are both
+    # "product") would import the wrong one in a caller.
+    handles = Counter(
+        h
+        for h, _ in {
+            (sec.handle, f.path) for f, sec in proj.registry.values() if not sec.class_name
+        }
+    )
+    return [
+        sec
+        for sid, (f, sec) in proj.registry.items()
+        if sec.class_name is None
+        and handles[sec.handle] == 1
+        and sid.split(":")[0] not in ("app", "tests")
+        and (proj.lang == "python" or (f.exports == "functions" and sec.handle.isidentifier()))
+    ]
+
+
+def _file_keys(proj: Project, sec: Section) -> set[str]:
+    f = proj.registry[sec.id][0]
+    return {
+        _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
+    }
+
+
+def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Placed | None:
+    """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
+    hosts = host_sections(proj, snippet)
+    rng.shuffle(hosts)
+    secrets = {}
+    if "«secret_hex»" in snippet.block.code:
+        secrets["secret_hex"] = secret_token(rng, 40, "0123456789abcdef")
+    if "«secret_alnum»" in snippet.block.code:
+        secrets["secret_alnum"] = secret_token(
+            rng, 24, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+        )
+    for sec in hosts:
+        key = _filled_key(snippet.block, sec, proj)
+        if snippet.replaces:
+            present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
+        else:  # a new module-level name must be new to the whole file
+            present = key in _file_keys(proj, sec)
+        if snippet.replaces != present or any(
+            b.tag and b.key == snippet.block.key for b in sec.blocks
+        ):
+            continue
+        block = snippet.block.tagged(tag, **secrets)
+        if snippet.replaces:
+            idx = next(i for i, b in enumerate(sec.blocks) if b.key == snippet.block.key)
+            sec.blocks[idx] = block
+        else:
+            insert_block(rng, sec, block, proj.lang)
+        ctx = {**proj.ctx, **sec.ctx, **block.ctx}
+        placed = Placed(tag, snippet, fill(snippet.description, ctx), key)
+        if snippet.source is not None:
+            _place_source(rng, proj, snippet.source, sec, key, tag)
+        return placed
+    return None
+
+
+def _place_source(
+    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str, tag: str
+) -> None:
+    routes = proj.sections("routes")
+    if sink.entity is not None:
+        routes = [r for r in routes if r.entity == sink.entity]
+    else:
+        rng.shuffle(routes)
+    target, fn = sink.id, sink_fn
+    hop = _place_hop(rng, proj, source, sink, sink_fn) if rng.random() < _HOP_RATE else None
+    if hop is not None:
+        target, fn = hop
+    code = source.code.replace("«sink.»", f"«{target}.»")
+    block = Block(
+        source.key,
+        code,
+        imports=source.imports,
+        names=source.names,
+        uses=tuple(target if u == "sink" else u for u in source.uses),
+        ctx={"sink_fn": fn},
+    )
+    for sec in routes:
+        key = _filled_key(block, sec, proj)
+        if any(_filled_key(b, sec, proj) == key for b in sec.blocks):
+            continue
+        insert_block(rng, sec, block.tagged(tag), proj.lang)
+        return
+
+
+_HOP_RATE = 0.4
+_HOP_PREFIXES = {
+    "python": ("process_", "handle_", "run_", "do_"),
+    "js": ("process", "handle", "run", "do"),
+}
+
+
+def _place_hop(
+    rng: random.Random, proj: Project, source: Block, sink: Section, sink_fn: str
+) -> tuple[str, str] | None:
+    """A thin function in another module between the route and the sink, so the flow spans
+    two calls: route → hop → sink. Returns the hop's section id and name."""
+    m = re.search(r"«sink\.»«sink_fn»\(([\w, ]*)\)", source.code)
+    if m is None:
+        return None
+    args = m.group(1)
+    prefix = rng.choice(_HOP_PREFIXES[proj.lang])
+    name = prefix + (sink_fn if proj.lang == "python" else sink_fn[:1].upper() + sink_fn[1:])
+    if "«" in name:
+        return None
+    cands = [
+        sec
+        for sec in host_sections(proj, _ANY_HELPER)
+        if sec is not sink and sec.id.split(":")[0] != "routes"
+    ]
+    rng.shuffle(cands)
+    for sec in cands:
+        if name in _file_keys(proj, sec):
+            continue
+        if proj.lang == "python":
+            code = f"def {name}(«selfp»{args}):\n    return «{sink.id}.»{sink_fn}({args})"
+            block = Block(name, code, uses=(sink.id,))
+        else:
+            code = f"«afn»{name}({args}) {{\n  return «{sink.id}.»{sink_fn}({args});\n}}"
+            block = Block(name, code, uses=(sink.id,), exports=(name,))
+        insert_block(rng, sec, block, proj.lang)
+        return sec.id, name
+    return None
+
+
+def place_twin(rng: random.Random, proj: Project) -> bool:
+    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
+    cands = [s for s in snippets(proj.lang) if s.vulnerable and s.twin_args]
+    snippet = renamed(rng.choice(cands), rng)
+    hosts = host_sections(proj, snippet)
+    rng.shuffle(hosts)
+    for sec in hosts:
+        key = _filled_key(snippet.block, sec, proj)
+        if key in _file_keys(proj, sec):
+            continue
+        code = strip_comments(snippet.block.code, proj.lang)
+        insert_block(rng, sec, replace(snippet.block, code=code), proj.lang)
+        callers = [
+            s
+            for sid, (_f, s) in proj.registry.items()
+            if sid.split(":")[0] not in ("app", "tests", "config")
+        ]
+        rng.shuffle(callers)
+        for csec in callers:
+            caller = twin_caller(snippet, rng, sec.id, key)
+            if _filled_key(caller, csec, proj) not in _file_keys(proj, csec):
+                insert_block(rng, csec, caller, proj.lang)
+                return True
+        return True
+    return False
