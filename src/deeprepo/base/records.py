@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from deeprepo.base.chat import UsageRowDict
 from deeprepo.base.finding import Finding
 
 #: The one-word label of how a root worked (rules in ``orchestrator/behaviour.py``).
@@ -116,7 +117,7 @@ class RunResult:
     sub_calls: int  # worker prompts answered (by a model or the cache); refused ones are not calls
     files_covered: list[str]  # files of the audit set audited by answered worker prompts
     coverable_files: int  # files in the audit set
-    usage: list[dict[str, Any]]  # one entry per (role, model), see docs/outputs.md
+    usage: list[UsageRowDict]  # one entry per (role, model), see docs/outputs.md
     total_cost_usd: float | None
     wall_seconds: float
     root_model: str

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.errors import DeeprepoError, UsageError
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.text import console, one_line, visible
@@ -219,10 +220,7 @@ def _turns_table(turns: list[dict[str, Any]]) -> None:
     for t in turns:
         table.add_row(
             str(t["idx"]) + (" (final)" if t.get("final_turn") else ""),
-            _num(t.get("input_tokens")),
-            _num(t.get("output_tokens")),
-            _num(t.get("cache_read_tokens")),
-            _num(t.get("cache_write_tokens")),
+            *(_num(t.get(k)) for k in TOKEN_KEYS),
             _money(t.get("cost_usd")),
             f"{float(t.get('seconds') or 0):.2f}",
             _num(t.get("sub_calls")),
@@ -265,10 +263,7 @@ def _calls_table(calls: list[dict[str, Any]], limit: int) -> None:
             _num(c.get("turn")),
             _cell(c.get("role")),
             _cell(c.get("model")),
-            _num(c.get("input_tokens")),
-            _num(c.get("output_tokens")),
-            _num(c.get("cache_read_tokens")),
-            _num(c.get("cache_write_tokens")),
+            *(_num(c.get(k)) for k in TOKEN_KEYS),
             _money(c.get("cost_usd")),
             f"{float(c.get('latency_s') or 0):.2f}s",
             _cell(note[:200]),
@@ -313,10 +308,7 @@ def _ledger(usage: list[dict[str, Any]], calls: list[dict[str, Any]], run: dict[
             _num(u.get("calls")),
             _num(u.get("cached_calls")),
             _num(u.get("failed_calls")),
-            _num(u.get("input_tokens")),
-            _num(u.get("output_tokens")),
-            _num(u.get("cache_read_tokens")),
-            _num(u.get("cache_write_tokens")),
+            *(_num(u.get(k)) for k in TOKEN_KEYS),
             _money(u.get("cost_usd")),
         )
     out.print(table)

@@ -432,9 +432,9 @@ class Episode:
         for row in self.ledger.rows():
             if row.role != "root":
                 continue
-            inp += row.input_tokens
-            out += row.output_tokens
-            cr += row.cache_read_tokens
-            cw += row.cache_write_tokens
+            inp += row.usage.input_tokens
+            out += row.usage.output_tokens
+            cr += row.usage.cache_read_tokens
+            cw += row.usage.cache_write_tokens
             cost = None if cost is None or row.cost_usd is None else cost + row.cost_usd
         return inp, out, cr, cw, cost

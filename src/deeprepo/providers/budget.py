@@ -22,7 +22,7 @@ __all__ = ["Budget"]
 
 class Budget:
     """Limits for one run; ``None`` means no limit. ``deadline_s`` counts from creation
-    (or the last :meth:`restart`) on ``clock``."""
+    on ``clock``."""
 
     def __init__(
         self,
@@ -49,10 +49,6 @@ class Budget:
     @property
     def ledger(self) -> Ledger | None:
         return self._ledger
-
-    def restart(self) -> None:
-        """Start the deadline clock now (e.g. when the run really begins)."""
-        self._start = self._clock()
 
     @property
     def sub_calls_started(self) -> int:

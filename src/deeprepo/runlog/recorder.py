@@ -23,7 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.version import VERSION
+from deeprepo.providers.ledger import UsageRow
 from deeprepo.report.calls import read_calls
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog.db import connect, log_path, write
@@ -49,10 +51,7 @@ _TURN_COLUMNS = (
     "findings_added",
     "answer_ready",
     "final_turn",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
+    *TOKEN_KEYS,
     "cost_usd",
     "seconds",
 )
@@ -66,10 +65,7 @@ _CALL_COLUMNS = (
     "system",
     "prompt",
     "response",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
+    *TOKEN_KEYS,
     "cost_usd",
     "latency_s",
     "cached",
@@ -84,10 +80,7 @@ _USAGE_COLUMNS = (
     "cached_calls",
     "failed_calls",
     "failed_requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
+    *TOKEN_KEYS,
     "cost_usd",
 )
 _ROLLOUT_COLUMNS = (
@@ -105,7 +98,6 @@ _ROLLOUT_COLUMNS = (
     "cost_usd",
     "seconds",
 )
-_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 class RunLogWarning(UserWarning):
@@ -161,6 +153,16 @@ def _call_row(run_id: str, n: int, c: Mapping[str, Any]) -> tuple[Any, ...]:
     return (run_id, *(values.get(col) for col in _CALL_COLUMNS))
 
 
+def _usage_row(run_id: str | None, row: UsageRow) -> tuple[object, ...]:
+    d: Mapping[str, object] = row.to_dict()
+    return (run_id, *(d[c] for c in _USAGE_COLUMNS))
+
+
+def _summed(rows: Sequence[UsageRow]) -> UsageRow:
+    """Every row added up (role and model left empty): the run's totals."""
+    return sum(rows, UsageRow("", ""))
+
+
 def _eval_status(rollouts: int, failed: int) -> str:
     """An evaluation is complete when every rollout ran; failed when none did."""
     if rollouts and failed == rollouts:
@@ -186,7 +188,7 @@ def _insert(table: str, columns: tuple[str, ...]) -> str:
 
 def _summary(metrics: Mapping[str, Any]) -> dict[str, Any]:
     """The ``runs`` columns that come from ``metrics.json``."""
-    usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
+    usage = [UsageRow.from_dict(u) for u in metrics.get("usage") or [] if isinstance(u, dict)]
     return {
         "status": run_status(metrics),
         "stop_reason": metrics.get("stop_reason"),
@@ -200,7 +202,7 @@ def _summary(metrics: Mapping[str, Any]) -> dict[str, Any]:
         "findings_headline": metrics.get("findings_headline"),
         "files_audited": metrics.get("files_covered"),
         "files_to_audit": metrics.get("coverable_files"),
-        **{k: sum(int(u.get(k) or 0) for u in usage) for k in _TOKENS},
+        **_summed(usage).usage.to_dict(),
         "cost_usd": metrics.get("total_cost_usd"),
         "wall_seconds": metrics.get("wall_seconds"),
         "root_model": metrics.get("root_model"),
@@ -361,11 +363,8 @@ class RunRecorder:
             _insert("calls", _CALL_COLUMNS),
             (_call_row(run_id, n, c) for n, c in enumerate(calls, 1)),
         )
-        usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
-        db.executemany(
-            _insert("usage", _USAGE_COLUMNS),
-            ((run_id, *(u.get(c) for c in _USAGE_COLUMNS)) for u in usage),
-        )
+        usage = [UsageRow.from_dict(u) for u in metrics.get("usage") or [] if isinstance(u, dict)]
+        db.executemany(_insert("usage", _USAGE_COLUMNS), (_usage_row(run_id, u) for u in usage))
 
     def finish_eval(
         self,
@@ -400,19 +399,12 @@ class RunRecorder:
         wall_seconds: float,
     ) -> None:
         run_id = self.run_id
-        usage: dict[tuple[str, str], dict[str, Any]] = {}
+        usage: dict[tuple[str, str], UsageRow] = {}
         for r in results:
             for u in r.get("usage") or []:
-                row = usage.setdefault(
-                    (str(u.get("role")), str(u.get("model"))),
-                    {c: 0 for c in _USAGE_COLUMNS[2:]},
-                )
-                for c in _USAGE_COLUMNS[2:]:
-                    if c == "cost_usd":
-                        priced = row[c] is not None and u.get(c) is not None
-                        row[c] = row[c] + u[c] if priced else None
-                    else:
-                        row[c] += int(u.get(c) or 0)
+                row = UsageRow.from_dict(u)
+                key = (row.role, row.model)
+                usage[key] = usage[key] + row if key in usage else row
         costs = [r.get("total_cost_usd") for r in results]
         known = [float(c) for c in costs if c is not None]
         values = {
@@ -423,7 +415,7 @@ class RunRecorder:
             "turns": sum(int(r.get("num_turns") or 0) for r in results),
             "sub_calls": sum(int(r.get("sub_calls") or 0) for r in results),
             "findings": sum(int(r.get("findings") or 0) for r in results),
-            **{k: sum(int(u[k]) for u in usage.values()) for k in _TOKENS},
+            **_summed(list(usage.values())).usage.to_dict(),
             "cost_usd": sum(known) if len(known) == len(costs) else None,
             "wall_seconds": round(wall_seconds, 3),
             "metrics": json.dumps({"rollouts": len(results), "failed": failed, "summary": summary}),
@@ -436,8 +428,7 @@ class RunRecorder:
             _insert("rollouts", _ROLLOUT_COLUMNS), (_rollout_row(run_id, r) for r in results)
         )
         db.executemany(
-            _insert("usage", _USAGE_COLUMNS),
-            ((run_id, role, model, *row.values()) for (role, model), row in usage.items()),
+            _insert("usage", _USAGE_COLUMNS), (_usage_row(run_id, u) for u in usage.values())
         )
 
     def abort(self, exc: BaseException) -> None:

@@ -91,12 +91,13 @@ class Reply:
                 usage = Usage(
                     int(u["prompt_tokens"]) - cached, int(u.get("completion_tokens", 0)), cached
                 )
-            else:
-                usage = Usage(
-                    int(u.get("input_tokens", 0)),
-                    int(u.get("output_tokens", 0)),
-                    int(u.get("cache_read_tokens", u.get("cache_read_input_tokens", 0))),
-                    int(u.get("cache_write_tokens", u.get("cache_creation_input_tokens", 0))),
+            else:  # Anthropic's names for the cache counts are read too
+                usage = Usage.from_dict(
+                    {
+                        "cache_read_tokens": u.get("cache_read_input_tokens"),
+                        "cache_write_tokens": u.get("cache_creation_input_tokens"),
+                        **u,
+                    }
                 )
         known = {"text", "cost", "status", "headers", "delay_s", "fault", "finish_reason"}
         kwargs = {k: v for k, v in d.items() if k in known}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
 
 __all__ = ["CallRecord", "RunView", "load_run_view"]
@@ -52,10 +53,7 @@ class CallRecord:
     system: str
     prompt: str
     response: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
+    usage: Usage
     cost_usd: float | None
     latency_s: float
     cached: bool
@@ -80,10 +78,7 @@ class CallRecord:
             system=text(d.get("system")),
             prompt=text(d.get("prompt")),
             response=None if response is None else text(response),
-            input_tokens=int(num(d.get("input_tokens"))),
-            output_tokens=int(num(d.get("output_tokens"))),
-            cache_read_tokens=int(num(d.get("cache_read_tokens"))),
-            cache_write_tokens=int(num(d.get("cache_write_tokens"))),
+            usage=_usage(d),
             cost_usd=opt_num(d.get("cost_usd")),
             latency_s=max(0.0, num(d.get("latency_s"))),
             cached=d.get("cached") is True,
@@ -91,6 +86,14 @@ class CallRecord:
             finish_reason=text(d.get("finish_reason")),
             truncated=d.get("truncated") is True,
         )
+
+
+def _usage(d: dict[str, Any]) -> Usage:
+    # A hand-edited count that is no whole number shows as no tokens, never a failed page.
+    try:
+        return Usage.from_dict(d)
+    except ValueError:
+        return Usage()
 
 
 @dataclass
