@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -22,6 +23,8 @@ from deeprepo.rl.env.reward import (
     reply_items,
     source_files,
 )
+from deeprepo.rl.env.rollout import RolloutOutcome
+from deeprepo.rl.evals.results import RolloutResult
 
 
 def _module(name: str, n: int) -> str:
@@ -206,6 +209,30 @@ def test_efficiency_compares_turns_and_root_tokens_with_a_budget() -> None:
     heavy = run(audit(SOURCES), turns=2, tokens_per_turn=int(token_budget))  # 2x budget
     ratio = token_budget / (2 * (int(token_budget) + 200))
     assert part(compute_reward(heavy, GT, FILES), "efficiency") == pytest.approx((1 + ratio) / 2)
+
+
+def test_root_tokens_count_cache_reads_and_writes_in_the_reward_and_the_results() -> None:
+    # The same prompts, billed fresh or read from the cache: the root read them either way,
+    # so the reward's token budget and results.jsonl's input_tokens must count them alike.
+    w = RewardWeights()
+    chars = sum(len(FILES[p]) for p in SOURCES)
+    budget = int(w.base_root_tokens + w.root_token_share * chars / 4)
+    fresh = run(audit(SOURCES), turns=2, tokens_per_turn=budget)
+    cached = replace(
+        fresh,
+        turns=[
+            replace(t, input_tokens=10, cache_read_tokens=budget - 30, cache_write_tokens=20)
+            for t in fresh.turns
+        ],
+    )
+    assert cached.root_tokens == fresh.root_tokens == (2 * budget, 2 * 200)
+    assert cached.root_tokens.total == 2 * budget + 400
+    a, b = compute_reward(fresh, GT, FILES), compute_reward(cached, GT, FILES)
+    assert a.details["root_tokens"] == b.details["root_tokens"] == 2 * budget + 400
+    assert part(b, "efficiency") == part(a, "efficiency") < 1.0
+    outcome = RolloutOutcome("t", 0, cached, b, 1.0, 0)
+    record = RolloutResult.from_outcome(outcome)
+    assert (record.input_tokens, record.output_tokens) == (2 * budget, 400)
 
 
 def test_efficiency_is_scaled_by_coverage_so_quitting_early_is_not_efficient() -> None:

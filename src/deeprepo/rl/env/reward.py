@@ -427,10 +427,7 @@ def compute_reward(
     chars = sum(len(codebase_files[p]) for p in sources)
     turn_budget = w.base_turns + len(sources) / w.files_per_turn
     token_budget = w.base_root_tokens + w.root_token_share * chars / 4
-    root_tokens = sum(
-        t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens
-        for t in result.turns
-    )
+    root_tokens = result.root_tokens.total
     turn_score = _budget_score(turn_budget, result.num_turns) if result.num_turns else 0.0
     token_score = _budget_score(token_budget, root_tokens)
     efficiency = coverage * (turn_score + token_score) / 2

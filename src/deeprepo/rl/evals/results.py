@@ -40,10 +40,9 @@ class RolloutResult:
 
     @classmethod
     def from_outcome(cls, outcome: RolloutOutcome, *, model: str | None = None) -> RolloutResult:
-        """The ``results.jsonl`` record: tokens are the root's (cache reads included)."""
+        """The ``results.jsonl`` record: tokens are the root's (``RunResult.root_tokens``)."""
         r = outcome.result
-        root_in = sum(t.input_tokens + t.cache_read_tokens + t.cache_write_tokens for t in r.turns)
-        root_out = sum(t.output_tokens for t in r.turns)
+        root = r.root_tokens
         return cls(
             example_id=outcome.task_id,
             rollout=outcome.rollout,
@@ -53,8 +52,8 @@ class RolloutResult:
             stop_condition=outcome.stop_condition,
             is_truncated=outcome.is_truncated,
             sub_calls=r.sub_calls,
-            input_tokens=root_in,
-            output_tokens=root_out,
+            input_tokens=root.input,
+            output_tokens=root.output,
             generation_seconds=outcome.seconds,
             model=model or r.root_model,
             trajectory=[t.to_dict() for t in r.turns],
