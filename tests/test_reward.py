@@ -24,6 +24,7 @@ from deeprepo.rl.env.reward import (
     source_files,
 )
 from deeprepo.rl.env.rollout import RolloutOutcome
+from deeprepo.rl.evals.compare import summarize_run
 from deeprepo.rl.evals.results import RolloutResult
 
 
@@ -264,6 +265,24 @@ def test_total_is_the_weighted_sum_minus_penalties_clamped() -> None:
     assert reward.total == pytest.approx(max(0.0, expected))
     nothing = compute_reward(run([], findings=[], turns=20), GT, FILES)
     assert nothing.total == 0.0
+
+
+def test_compare_counts_zero_delegation_by_the_reward_rule() -> None:
+    # Sub-calls that only name paths delegate nothing: the reward's penalty and the
+    # compare table's rate must say so alike, whatever the sub-call count.
+    path_only = [f"Audit the file {p} for bugs." for p in SOURCES]
+    runs = [run(path_only, findings=[]), run(audit(SOURCES)), run([], findings=[])]
+    records = []
+    for i, result in enumerate(runs):
+        reward = compute_reward(result, GT, FILES)
+        records.append(RolloutResult.from_outcome(RolloutOutcome("t", i, result, reward, 1.0, 0)))
+    assert [part(compute_reward(r, GT, FILES), "zero_delegation") for r in runs] == [1.0, 0, 1.0]
+    assert [r.sub_calls for r in records] == [4, 4, 0]
+    assert summarize_run("x", records).zero_delegation_rate == pytest.approx(2 / 3)
+    # A results file without the reward's counts: only a rollout with no sub-call is known
+    # to have delegated nothing.
+    bare = [RolloutResult(r.example_id, r.rollout, sub_calls=r.sub_calls) for r in records]
+    assert summarize_run("x", bare).zero_delegation_rate == pytest.approx(1 / 3)
 
 
 # ------------------------------------------------------------------------------ anti-gaming

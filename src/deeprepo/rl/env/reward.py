@@ -75,6 +75,7 @@ __all__ = [
     "part_metric",
     "reply_items",
     "source_files",
+    "zero_delegation",
 ]
 
 PARTS: tuple[str, ...] = ("quality", "grounding", "coverage", "delegation", "efficiency")
@@ -311,6 +312,12 @@ def _entries(
     )
 
 
+def zero_delegation(content_prompts: float) -> bool:
+    """The zero-delegation rule, for the reward and every rate of it: no worker prompt
+    carried file content (no sub-call at all, or only prompts that name paths)."""
+    return content_prompts == 0
+
+
 def _budget_score(budget: float, used: float) -> float:
     return 1.0 if used <= budget else budget / used
 
@@ -441,7 +448,7 @@ def compute_reward(
         "coverage": coverage,
         "delegation": delegation,
         "efficiency": efficiency,
-        "zero_delegation": 1.0 if stats.content_prompts == 0 else 0.0,
+        "zero_delegation": 1.0 if zero_delegation(stats.content_prompts) else 0.0,
         "early_finalize": early,
         "redundancy": stats.redundancy,
         "ghost_findings": ghosts / len(result.findings) if result.findings else 0.0,
