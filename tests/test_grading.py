@@ -245,6 +245,28 @@ def test_parsing_accepts_the_documented_shapes(tmp_path: Path) -> None:
     assert parse_findings([]) == []
 
 
+def test_ground_truth_is_read_in_one_place() -> None:
+    raw = {
+        "file": "./app/a.py",
+        "start_line": 3,
+        "cwe": "89",
+        "related": [{"file": "./app/b.py", "line": 7}, "not a place", {"file": "x"}],
+    }
+    (e,) = parse_ground_truth([raw])
+    assert (e.file, e.cwe, e.related) == ("app/a.py", "CWE-89", (("app/b.py", 7),))
+    # Written and read again, or passed already parsed: the same entries.
+    assert parse_ground_truth([e.to_dict()]) == [e]
+    mixed = parse_ground_truth((e, entry("c.py", 2)))
+    assert mixed[0] is e and mixed[1].id == "gt-1"
+    assert parse_ground_truth({"entries": [raw]}) == [e]
+    # A plain entry writes no "related" key, as before cross-file bugs existed.
+    assert "related" not in parse_ground_truth([entry("c.py", 2)])[0].to_dict()
+    with pytest.raises(UsageError, match="'related' place an integer 'line'"):
+        parse_ground_truth([{**raw, "related": [{"file": "b.py", "line": "near the top"}]}])
+    with pytest.raises(UsageError, match="entry 0 is not a JSON object"):
+        parse_ground_truth(["a.py:3"])
+
+
 def test_parsing_errors_say_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not found"):
         load_ground_truth(tmp_path / "missing.json")

@@ -228,6 +228,18 @@ def test_a_cross_file_bug_needs_its_source_in_the_same_prompt() -> None:
     assert "views" not in json.dumps(f)  # never names the source from the ground truth
 
 
+def test_the_oracle_reads_ground_truth_as_the_grader_does() -> None:
+    # Parsed entries, raw dicts or {"entries": ...}: one reader, so the cross-file rule
+    # holds whatever form the caller holds (parsed entries once lost their "related").
+    codebase, gt = _cross_task()
+    sink = file_audit_prompt("app/dal.py", codebase["app/dal.py"])
+    source = file_audit_prompt("app/views.py", codebase["app/views.py"])
+    for form in (gt, parse_ground_truth(gt), {"entries": gt}, tuple(gt)):
+        worker = OracleWorker(form, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+        assert worker.findings(sink) == []
+        assert len(worker.findings(source + "\n" + sink)) == 1
+
+
 def test_a_cross_file_bug_through_a_hop_module() -> None:
     # route -> hop -> sink: the source line and the sink in one prompt, a third file between.
     codebase, gt = _cross_task()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -123,7 +124,9 @@ def default_families() -> FamilyTable:
 
 @dataclass(frozen=True)
 class GroundTruthEntry:
-    """One planted bug (``vulnerable``) or decoy (safe code that looks dangerous)."""
+    """One planted bug (``vulnerable``) or decoy (safe code that looks dangerous).
+    ``related`` holds, for a cross-file bug, the ``(file, line)`` places where the
+    untrusted value enters."""
 
     id: str
     file: str
@@ -135,54 +138,70 @@ class GroundTruthEntry:
     severity: str = "medium"
     description: str = ""
     vulnerable: bool = True
+    related: tuple[tuple[str, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["acceptable_cwes"] = list(self.acceptable_cwes)
+        if self.related:
+            d["related"] = [{"file": f, "line": n} for f, n in self.related]
+        else:
+            del d["related"]
         return d
 
 
-def _entries_list(data: object, source: str) -> list[Any]:
-    if isinstance(data, dict) and isinstance(data.get("entries"), list):
+def _entries_list(data: object, source: str) -> list[object]:
+    if isinstance(data, Mapping) and isinstance(data.get("entries"), list):
         return list(data["entries"])
-    if isinstance(data, list):
-        return data
+    if isinstance(data, list | tuple):
+        return list(data)
     raise UsageError(f"{source}: expected a JSON list of entries or an object with 'entries'.")
 
 
 def parse_ground_truth(data: object, source: str = "ground truth") -> list[GroundTruthEntry]:
-    """Entries from parsed JSON: a list, or ``{"entries": [...]}``."""
+    """Entries from parsed JSON: a list, or ``{"entries": [...]}``. Items that are
+    already :class:`GroundTruthEntry` are kept as they are, so every caller may pass
+    what it holds: this is the one reader of ground truth."""
     out: list[GroundTruthEntry] = []
     for i, d in enumerate(_entries_list(data, source)):
-        try:
-            start = int(d.get("start_line", d.get("line")))
-            end = int(d.get("end_line", start))
-            file = str(d["file"]).strip().removeprefix("./")
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise UsageError(
-                f"{source}: entry {i} needs 'file' and an integer 'start_line' ({e!r})."
-            ) from None
-        acceptable = tuple(
-            c for c in (normalize_cwe(x) for x in d.get("acceptable_cwes") or []) if c
-        )
-        vulnerable = d.get("vulnerable", True)
-        out.append(
-            GroundTruthEntry(
-                id=str(d.get("id") or f"gt-{i}"),
-                file=file,
-                start_line=max(1, start),
-                end_line=max(start, end),
-                cwe=normalize_cwe(d.get("cwe")),
-                acceptable_cwes=acceptable,
-                kind=str(d.get("kind") or ""),
-                severity=str(d.get("severity") or "medium"),
-                description=str(d.get("description") or ""),
-                vulnerable=vulnerable
-                if isinstance(vulnerable, bool)
-                else str(vulnerable).strip().lower() in ("true", "1", "yes"),
-            )
-        )
+        out.append(d if isinstance(d, GroundTruthEntry) else _entry(i, d, source))
     return out
+
+
+def _entry(i: int, d: object, source: str) -> GroundTruthEntry:
+    if not isinstance(d, Mapping):
+        raise UsageError(f"{source}: entry {i} is not a JSON object.")
+    try:
+        start = int(d.get("start_line", d.get("line")))
+        end = int(d.get("end_line", start))
+        file = str(d["file"]).strip().removeprefix("./")
+        related = tuple(
+            (str(r["file"]).strip().removeprefix("./"), int(r["line"]))
+            for r in d.get("related") or ()
+            if isinstance(r, Mapping) and "file" in r and "line" in r
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(
+            f"{source}: entry {i} needs 'file' and an integer 'start_line', and each "
+            f"'related' place an integer 'line' ({e!r})."
+        ) from None
+    acceptable = tuple(c for c in (normalize_cwe(x) for x in d.get("acceptable_cwes") or []) if c)
+    vulnerable = d.get("vulnerable", True)
+    return GroundTruthEntry(
+        id=str(d.get("id") or f"gt-{i}"),
+        file=file,
+        start_line=max(1, start),
+        end_line=max(start, end),
+        cwe=normalize_cwe(d.get("cwe")),
+        acceptable_cwes=acceptable,
+        kind=str(d.get("kind") or ""),
+        severity=str(d.get("severity") or "medium"),
+        description=str(d.get("description") or ""),
+        vulnerable=vulnerable
+        if isinstance(vulnerable, bool)
+        else str(vulnerable).strip().lower() in ("true", "1", "yes"),
+        related=related,
+    )
 
 
 def _read_json(path: Path, what: str) -> object:

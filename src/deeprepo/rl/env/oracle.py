@@ -63,6 +63,7 @@ from deeprepo.findings.grading import (
     FamilyTable,
     GroundTruthEntry,
     default_families,
+    load_ground_truth,
     parse_ground_truth,
 )
 from deeprepo.rl.env.oracle_text import (
@@ -192,17 +193,9 @@ class OracleWorker:
         self.context_lines = context_lines
         self.off_task_rate = off_task_rate
         self._families = families or default_families()
-        raw = _raw_entries(ground_truth)
-        entries = _entries(ground_truth)
-        self._related: dict[str, list[tuple[str, int]]] = {}
-        for e, d in zip(entries, raw, strict=False):
-            rel = d.get("related") if isinstance(d, Mapping) else None
-            if isinstance(rel, list) and rel:
-                self._related[e.id] = [
-                    (str(r["file"]).removeprefix("./"), int(r["line"]))
-                    for r in rel
-                    if isinstance(r, Mapping) and "file" in r and "line" in r
-                ]
+        entries = parse_ground_truth(
+            ground_truth if isinstance(ground_truth, Mapping) else list(ground_truth)
+        )
         self._bugs: dict[str, list[GroundTruthEntry]] = defaultdict(list)
         self._decoys: dict[str, list[GroundTruthEntry]] = defaultdict(list)
         for e in entries:
@@ -366,7 +359,7 @@ class OracleWorker:
                 continue
             if any(
                 (src := shown.get(f)) is None or src.located(max(1, n - 1), n + 1) is None
-                for f, n in self._related.get(e.id, ())
+                for f, n in e.related
             ):
                 continue  # a cross-file bug needs its source in the same prompt
             if rng.random() >= (1.0 - self.miss_rate) * attention:
@@ -431,34 +424,11 @@ def _gap(line: int, e: GroundTruthEntry) -> int:
     return max(0, e.start_line - line, line - e.end_line)
 
 
-def _raw_entries(
-    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
-) -> list[Any]:
-    if isinstance(ground_truth, Mapping):
-        entries = ground_truth.get("entries", [])
-        return list(entries) if isinstance(entries, list) else []
-    return list(ground_truth)
-
-
-def _entries(
-    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
-) -> list[GroundTruthEntry]:
-    if isinstance(ground_truth, Mapping):
-        return parse_ground_truth(dict(ground_truth))
-    items = list(ground_truth)
-    if all(isinstance(x, GroundTruthEntry) for x in items):
-        return [x for x in items if isinstance(x, GroundTruthEntry)]
-    return parse_ground_truth([dict(x) if isinstance(x, Mapping) else x for x in items])
-
-
 def make_oracle(
     ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any] | str | Path,
     **kwargs: Any,
 ) -> OracleWorker:
     """Build an :class:`OracleWorker`; ``ground_truth`` may be a path to ``ground_truth.json``."""
     if isinstance(ground_truth, str | Path):
-        from deeprepo.findings.grading import load_ground_truth
-
-        load_ground_truth(Path(ground_truth))  # a clear error for a missing or bad file
-        return OracleWorker(json.loads(Path(ground_truth).read_text("utf-8")), **kwargs)
+        return OracleWorker(load_ground_truth(Path(ground_truth)), **kwargs)
     return OracleWorker(ground_truth, **kwargs)

@@ -302,16 +302,6 @@ def dispatch_stats(
     )
 
 
-def _entries(
-    ground_truth: Sequence[Mapping[str, Any] | GroundTruthEntry],
-) -> list[GroundTruthEntry]:
-    if all(isinstance(e, GroundTruthEntry) for e in ground_truth):
-        return [e for e in ground_truth if isinstance(e, GroundTruthEntry)]
-    return parse_ground_truth(
-        [e.to_dict() if isinstance(e, GroundTruthEntry) else dict(e) for e in ground_truth]
-    )
-
-
 def zero_delegation(content_prompts: float) -> bool:
     """The zero-delegation rule, for the reward and every rate of it: no worker prompt
     carried file content (no sub-call at all, or only prompts that name paths)."""
@@ -407,7 +397,7 @@ def compute_reward(
     ``(prompt, worker reply)`` pairs; without them grounding is not measured (1.0)."""
     w = weights or RewardWeights()
     index = index or CoverageIndex(codebase_files)
-    entries = _entries(ground_truth)
+    entries = parse_ground_truth(list(ground_truth))
     sources = source_files(codebase_files, entries)
     stats = dispatch_stats(
         codebase_files, result.sent_prompts, min_fraction=w.min_fraction, index=index
