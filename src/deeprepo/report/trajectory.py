@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from deeprepo.base.jsonl import record_lines
+from deeprepo.base.jsonl import read_objects
 from deeprepo.base.records import Turn
 
 RUN_FILES = (
@@ -71,15 +71,7 @@ class TrajectoryWriter:
 
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
     """Read back every complete record (a torn last line from a crash is ignored)."""
-    records: list[dict[str, Any]] = []
-    for line in record_lines(path.read_text(encoding="utf-8", errors="replace")):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    return read_objects(path.read_text(encoding="utf-8", errors="replace"))[0]
 
 
 def drop_torn_tail(path: Path) -> int:

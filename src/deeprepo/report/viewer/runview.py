@@ -16,6 +16,7 @@ from typing import Any
 
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
+from deeprepo.base.jsonl import read_objects
 
 __all__ = ["CallRecord", "RunView", "load_run_view"]
 
@@ -124,21 +125,7 @@ class RunView:
 
 
 def _read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    bad = 0
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                bad += 1
+    records, bad = read_objects(path.read_text(encoding="utf-8", errors="replace"))
     if bad:
         problems.append(
             f"{path.name}: {bad} line(s) unreadable and left out (a torn last line is what a "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.jsonl import numbered_lines
 
 if TYPE_CHECKING:
     from deeprepo.rl.env.rollout import RolloutOutcome
@@ -136,9 +137,7 @@ def load_results(path: Path) -> list[RolloutResult]:
             f"Results file not found: {path}. Pass a results.jsonl written by `deeprepo eval`."
         ) from None
     out = []
-    for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may be in a string
-        if not line.strip():
-            continue
+    for n, line in numbered_lines(text):
         try:
             out.append(RolloutResult.from_json(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
