@@ -17,10 +17,10 @@ import os
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from deeprepo.base.chat import ChatRequest
+from deeprepo.base.closing import Closing
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
@@ -36,7 +36,7 @@ def _cut(text: str | None) -> tuple[str | None, bool]:
     return text[:TEXT_LIMIT], True
 
 
-class CallLog:
+class CallLog(Closing):
     """Appends call records to ``path``; ``turn`` is the root turn calls now belong to.
 
     Used as the ``on_call`` hook of both metered models of a run (thread-safe: sub-calls
@@ -112,17 +112,6 @@ class CallLog:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
-
-    def __enter__(self) -> CallLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_calls(path: Path) -> list[dict[str, Any]]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from deeprepo.base.closing import Closing
 from deeprepo.base.jsonl import read_objects
 from deeprepo.base.records import Turn
 
@@ -28,7 +28,7 @@ RUN_FILES = (
 )
 
 
-class TrajectoryWriter:
+class TrajectoryWriter(Closing):
     """Append-only JSON-lines log: a ``start`` record, one ``turn`` per turn, an ``end``."""
 
     def __init__(self, path: Path) -> None:
@@ -56,17 +56,6 @@ class TrajectoryWriter:
     def close(self) -> None:
         if not self._fh.closed:
             self._fh.close()
-
-    def __enter__(self) -> TrajectoryWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_trajectory(path: Path) -> list[dict[str, Any]]:

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from deeprepo.base.chat import Usage
+from deeprepo.base.closing import Closing
 
 __all__ = ["DEFAULT_TEXT", "Fault", "LoopbackServer", "RecordedRequest", "Reply", "Route", "spawn"]
 
@@ -150,7 +151,7 @@ def _tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
-class LoopbackServer:
+class LoopbackServer(Closing):
     """A scripted OpenAI/Anthropic-compatible server on 127.0.0.1; see the module docstring."""
 
     def __init__(
@@ -214,10 +215,12 @@ class LoopbackServer:
         """Block until the server stopped (e.g. by its watchdog)."""
         return self._stopping.wait(timeout)
 
-    def __enter__(self) -> LoopbackServer:
-        return self.start()
+    def open(self) -> None:
+        """:meth:`start`, for a ``with`` block."""
+        self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """:meth:`stop`, for a ``with`` block."""
         self.stop()
 
     @property
