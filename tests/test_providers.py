@@ -210,6 +210,10 @@ def test_usage_rows_read_back_what_they_write() -> None:
         UsageRow.from_dict({"role": "root", "model": "m", "cost_usd": "free"})
     with pytest.raises(ValueError, match="role"):
         UsageRow.from_dict({"model": "m"})
+    # The roles are root, sub and the bench's judge; anything else is a corrupt row.
+    assert UsageRow.from_dict({"role": "judge", "model": "m"}).role == "judge"
+    with pytest.raises(ValueError, match="root, sub, judge"):
+        UsageRow.from_dict({"role": "worker", "model": "m"})
     # Summing keeps an unknown price unknown.
     total = UsageRow("sub", "m", 1, cost_usd=0.5) + row
     assert (total.calls, total.usage, total.cost_usd) == (4, Usage(23, 3, 4, 5), None)

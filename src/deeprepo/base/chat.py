@@ -12,7 +12,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
-Role = Literal["root", "sub"]
+#: Who a metered call works for: the root, a sub-LLM worker, or the bench's judge.
+Role = Literal["root", "sub", "judge"]
+ROLES: tuple[Role, ...] = ("root", "sub", "judge")
+
+
+def parse_role(value: object) -> Role:
+    """A role read back from disk; raises ``ValueError`` naming the roles there are."""
+    for role in ROLES:
+        if value == role:
+            return role
+    raise ValueError(f"role {value!r} is not one of {', '.join(ROLES)}")
 
 
 class UsageDict(TypedDict):
@@ -81,7 +91,7 @@ class UsageRowDict(UsageDict):
     """One usage row as JSON: the sums of one (role, model) in ``metrics.json``'s
     ``usage``, a trajectory's ``ledger`` and a ``results.jsonl`` row's ``usage``."""
 
-    role: str
+    role: Role
     model: str
     calls: int
     cached_calls: int

@@ -63,7 +63,7 @@ class Behaviour:
 
 
 StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error", "interrupted"]
-STOP_REASONS: tuple[str, ...] = (
+STOP_REASONS: tuple[StopReason, ...] = (
     "answer_ready",
     "max_turns",
     "budget",
@@ -133,7 +133,7 @@ class RunResult:
 
     answer: str
     incomplete: bool
-    stop_reason: str
+    stop_reason: StopReason
     stop_detail: str
     findings: list[Finding]
     turns: list[Turn]

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console, OverflowMethod
+from rich.padding import PaddingDimensions
 from rich.table import Table
 from rich.text import Text
 
@@ -73,7 +74,7 @@ def _table(
     left: Collection[str] = (),
     title: str | None = None,
     overflow: OverflowMethod = "fold",
-    padding: tuple[int, ...] = (0, 1),
+    padding: PaddingDimensions = (0, 1),
 ) -> Table:
     """A table as this command prints them all: no box, bold headers, the title on the left;
     figures right-aligned, the ``left`` columns (names, text) left-aligned."""

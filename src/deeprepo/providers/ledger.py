@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from deeprepo.base.chat import Usage, UsageRowDict, read_count
+from deeprepo.base.chat import Role, Usage, UsageRowDict, parse_role, read_count
 
 __all__ = ["LLMCall", "Ledger", "LedgerDict", "UsageRow"]
 
@@ -36,7 +36,7 @@ class LedgerDict(TypedDict):
 class LLMCall:
     """One model reply as billed. ``cost_usd`` is None when the price is unknown."""
 
-    role: str
+    role: Role
     model: str
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
@@ -53,7 +53,7 @@ class UsageRow:
     the requests that failed for good without a billed reply. ``cost_usd`` is None as
     soon as one summed call's price is unknown."""
 
-    role: str
+    role: Role
     model: str
     calls: int = 0
     cached_calls: int = 0
@@ -110,9 +110,9 @@ class UsageRow:
     def from_dict(cls, d: Mapping[str, object]) -> UsageRow:
         """A row read back from JSON or the run log. Missing counts are 0 and a missing
         cost is 0.0; a wrong type raises ``ValueError`` naming the field."""
-        role, model = d.get("role"), d.get("model")
-        if not isinstance(role, str) or not isinstance(model, str):
-            raise ValueError(f"a usage row needs a string role and model, got {role!r}, {model!r}")
+        role, model = parse_role(d.get("role")), d.get("model")
+        if not isinstance(model, str):
+            raise ValueError(f"a usage row needs a string model, got {model!r}")
         cost = d.get("cost_usd", 0.0)
         if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
             raise ValueError(f"cost_usd must be a number or null, got {cost!r}")
@@ -135,7 +135,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._calls: list[LLMCall] = []
         # (role, model) -> requests that failed for good without a reply.
-        self._failures: dict[tuple[str, str], int] = {}
+        self._failures: dict[tuple[Role, str], int] = {}
         self._known_cost = 0.0
         self._unknown_cost_calls = 0
 
@@ -148,7 +148,7 @@ class Ledger:
             else:
                 self._known_cost += call.cost_usd
 
-    def record_failure(self, role: str, model: str) -> None:
+    def record_failure(self, role: Role, model: str) -> None:
         """Count a request that failed for good without any billed reply."""
         with self._lock:
             key = (role, model)
@@ -168,7 +168,7 @@ class Ledger:
         with self._lock:
             calls = list(self._calls)
             failures = dict(self._failures)
-        acc: dict[tuple[str, str], UsageRow] = {}
+        acc: dict[tuple[Role, str], UsageRow] = {}
         for c in calls:
             row = UsageRow.of_call(c)
             key = (c.role, c.model)
@@ -178,7 +178,7 @@ class Ledger:
             acc[(role, model)] = acc[(role, model)] + row if (role, model) in acc else row
         return list(acc.values())
 
-    def usage(self, role: str | None = None) -> Usage:
+    def usage(self, role: Role | None = None) -> Usage:
         """Summed tokens, of one role or of all."""
         total = Usage()
         for c in self.calls():

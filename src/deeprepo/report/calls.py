@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import ChatRequest
+from deeprepo.base.chat import ChatRequest, Role, UsageDict
 from deeprepo.base.closing import Closing
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
-__all__ = ["TEXT_LIMIT", "CallLog", "read_calls"]
+__all__ = ["TEXT_LIMIT", "CallDict", "CallLog", "read_calls"]
 
 #: Characters kept of each prompt and each reply.
 TEXT_LIMIT = 32 * 1024
@@ -34,6 +34,25 @@ def _cut(text: str | None) -> tuple[str | None, bool]:
     if text is None or len(text) <= TEXT_LIMIT:
         return text, False
     return text[:TEXT_LIMIT], True
+
+
+class CallDict(UsageDict):
+    """One line of ``calls.jsonl`` as written (docs/outputs.md)."""
+
+    seq: int
+    turn: int
+    t: float
+    role: Role
+    model: str
+    system: str | None
+    prompt: str | None
+    response: str | None
+    cost_usd: float | None
+    latency_s: float
+    cached: bool
+    error: str | None
+    finish_reason: str | None
+    truncated: bool
 
 
 class CallLog(Closing):
@@ -67,7 +86,7 @@ class CallLog(Closing):
             if self._fh.closed:
                 return
             self._seq += 1
-            record: dict[str, Any] = {
+            record: CallDict = {
                 "seq": self._seq,
                 "turn": self.turn,
                 "t": round(max(0.0, time.time() - call.latency_s - self._t0), 4),

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import TOKEN_KEYS
+from deeprepo.base.chat import TOKEN_KEYS, Usage
 from deeprepo.base.version import VERSION
 from deeprepo.providers.ledger import UsageRow
 from deeprepo.report.calls import read_calls
@@ -158,9 +158,9 @@ def _usage_row(run_id: str | None, row: UsageRow) -> tuple[object, ...]:
     return (run_id, *(d[c] for c in _USAGE_COLUMNS))
 
 
-def _summed(rows: Sequence[UsageRow]) -> UsageRow:
-    """Every row added up (role and model left empty): the run's totals."""
-    return sum(rows, UsageRow("", ""))
+def _summed(rows: Sequence[UsageRow]) -> Usage:
+    """The tokens of every row added up: the run's totals."""
+    return sum((row.usage for row in rows), Usage())
 
 
 def _eval_status(rollouts: int, failed: int) -> str:
@@ -202,7 +202,7 @@ def _summary(metrics: Mapping[str, Any]) -> dict[str, Any]:
         "findings_headline": metrics.get("findings_headline"),
         "files_audited": metrics.get("files_covered"),
         "files_to_audit": metrics.get("coverable_files"),
-        **_summed(usage).usage.to_dict(),
+        **_summed(usage).to_dict(),
         "cost_usd": metrics.get("total_cost_usd"),
         "wall_seconds": metrics.get("wall_seconds"),
         "root_model": metrics.get("root_model"),
@@ -415,7 +415,7 @@ class RunRecorder:
             "turns": sum(int(r.get("num_turns") or 0) for r in results),
             "sub_calls": sum(int(r.get("sub_calls") or 0) for r in results),
             "findings": sum(int(r.get("findings") or 0) for r in results),
-            **_summed(list(usage.values())).usage.to_dict(),
+            **_summed(list(usage.values())).to_dict(),
             "cost_usd": sum(known) if len(known) == len(costs) else None,
             "wall_seconds": round(wall_seconds, 3),
             "metrics": json.dumps({"rollouts": len(results), "failed": failed, "summary": summary}),

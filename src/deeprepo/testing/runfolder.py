@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import Usage, UsageRowDict
+from deeprepo.base.chat import Role, Usage, UsageRowDict
 from deeprepo.providers.ledger import UsageRow
 
 __all__ = ["RunSpec", "write_run_folder"]
@@ -40,7 +40,7 @@ def _filler(n: int, seed: str) -> str:
     return (line * (n // len(line) + 1))[:n]
 
 
-def _usage_row(role: str, model: str, calls: int, cost: float) -> UsageRowDict:
+def _usage_row(role: Role, model: str, calls: int, cost: float) -> UsageRowDict:
     usage = Usage(1000 * calls, 100 * calls)
     return UsageRow(role, model, calls, usage=usage, cost_usd=round(cost, 10)).to_dict()
 
