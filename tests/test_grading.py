@@ -13,10 +13,8 @@ from typer.testing import CliRunner
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding
 from deeprepo.cli.score_cmd import score_command
+from deeprepo.findings.families import CweFamily, FamilyTable, default_families
 from deeprepo.findings.grading import (
-    CweFamily,
-    FamilyTable,
-    default_families,
     f_beta,
     grade,
     load_findings,

@@ -14,7 +14,8 @@ import pytest
 
 from deeprepo.base.chat import ChatModel, ChatRequest, Message
 from deeprepo.base.prompts import WORKER_SYSTEM_PROMPT, file_audit_prompt
-from deeprepo.findings.grading import default_families, grade, parse_findings, parse_ground_truth
+from deeprepo.findings.families import default_families
+from deeprepo.findings.grading import grade, parse_findings, parse_ground_truth
 from deeprepo.rl.env.oracle import OracleWorker, classify_instruction, make_oracle
 
 DESCRIPTION = "User input is formatted into SQL. Use parameters."

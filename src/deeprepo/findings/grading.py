@@ -26,97 +26,17 @@ and recall are both 0.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict, normalize_cwe
+from deeprepo.findings.families import FamilyTable, default_families
 
 DEFAULT_TOLERANCE = 10
-_KIND_SEP_RE = re.compile(r"[\s_/]+")
-
-
-# ---------------------------------------------------------------------------- families
-
-
-@dataclass(frozen=True)
-class CweFamily:
-    """A group of CWEs that graders treat as the same bug class."""
-
-    name: str
-    title: str
-    cwes: frozenset[str]
-    kinds: tuple[str, ...]
-    fix: str = ""
-
-
-def normalize_kind(kind: str) -> str:
-    """``"SQL_Injection"`` → ``"sql-injection"``."""
-    return _KIND_SEP_RE.sub("-", kind.strip().lower()).strip("-")
-
-
-class FamilyTable:
-    """The CWE family table: CWE → family, kind → family."""
-
-    def __init__(self, families: list[CweFamily]) -> None:
-        self.families: dict[str, CweFamily] = {f.name: f for f in families}
-        self._by_cwe: dict[str, str] = {}
-        self._by_kind: dict[str, str] = {}
-        for fam in families:
-            for cwe in fam.cwes:
-                if cwe in self._by_cwe:
-                    raise ValueError(f"{cwe} is in two families: {self._by_cwe[cwe]}, {fam.name}")
-                self._by_cwe[cwe] = fam.name
-            for kind in (fam.name, *fam.kinds):
-                self._by_kind.setdefault(normalize_kind(kind), fam.name)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FamilyTable:
-        fams = []
-        for name, d in data["families"].items():
-            cwes = frozenset(c for c in (normalize_cwe(x) for x in d.get("cwes", [])) if c)
-            fams.append(
-                CweFamily(
-                    name, d.get("title", name), cwes, tuple(d.get("kinds", ())), d.get("fix", "")
-                )
-            )
-        return cls(fams)
-
-    def of_cwe(self, cwe: str | None) -> str | None:
-        """The family name of a CWE (any spelling), or ``None`` when it has none."""
-        norm = normalize_cwe(cwe)
-        return self._by_cwe.get(norm) if norm else None
-
-    def of_kind(self, kind: str | None) -> str | None:
-        """The family of a kind name: exact alias first, then an alias inside a longer kind
-        (``blind-sql-injection`` → ``sql-injection``), longest alias winning."""
-        if not kind:
-            return None
-        k = normalize_kind(kind)
-        if k in self._by_kind:
-            return self._by_kind[k]
-        padded = f"-{k}-"
-        best = max(
-            (a for a in self._by_kind if len(a) >= 3 and f"-{a}-" in padded), key=len, default=None
-        )
-        return self._by_kind[best] if best else None
-
-    def label(self, cwe: str | None, kind: str | None) -> str:
-        """Family for reporting: by CWE, else by kind, else the CWE itself, else ``other``."""
-        return self.of_cwe(cwe) or self.of_kind(kind) or normalize_cwe(cwe) or "other"
-
-
-@lru_cache(maxsize=1)
-def default_families() -> FamilyTable:
-    """The family table shipped in ``deeprepo/data/cwe_families.json``."""
-    text = resources.files("deeprepo").joinpath("data/cwe_families.json").read_text("utf-8")
-    return FamilyTable.from_json(json.loads(text))
 
 
 # ---------------------------------------------------------------------------- ground truth

@@ -58,11 +58,10 @@ from deeprepo.findings.coverage import (
     line_variants,
     unescape,
 )
+from deeprepo.findings.families import FamilyTable, default_families
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
-    FamilyTable,
     GroundTruthEntry,
-    default_families,
     load_ground_truth,
     parse_ground_truth,
 )

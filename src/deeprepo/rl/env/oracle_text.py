@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from deeprepo.findings.grading import FamilyTable
+from deeprepo.findings.families import FamilyTable
 
 __all__ = ["FALLBACK_FAMILIES", "family_hint", "render_finding"]
 
