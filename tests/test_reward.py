@@ -15,14 +15,9 @@ from deeprepo.base.errors import ConfigError
 from deeprepo.base.finding import Finding
 from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
-from deeprepo.rl.env.reward import (
-    RewardWeights,
-    compute_reward,
-    dispatch_stats,
-    part_metric,
-    reply_items,
-    source_files,
-)
+from deeprepo.rl.env.dispatch import dispatch_stats, source_files
+from deeprepo.rl.env.grounding import reply_items
+from deeprepo.rl.env.reward import RewardWeights, compute_reward, part_metric
 from deeprepo.rl.env.rollout import RolloutOutcome
 from deeprepo.rl.evals.compare import summarize_run
 from deeprepo.rl.evals.results import RolloutResult
