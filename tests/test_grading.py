@@ -319,3 +319,21 @@ def test_score_command_table(tmp_path: Path) -> None:
     assert "precision" in res.output and "0.500" in res.output
     assert "1 of 1" in res.output  # decoys hit
     assert "sql-injection" in res.output
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"families": []},
+        {"families": {"x": "not an object"}},
+        {"families": {"x": {"cwes": 89}}},
+        {"families": {"x": {"kinds": [1]}}},
+        {"families": {"x": {"title": 3}}},
+    ],
+)
+def test_a_family_table_of_the_wrong_shape_is_refused(data: object) -> None:
+    with pytest.raises(ValueError):
+        FamilyTable.from_json(data)
+    # The packaged table reads: its CWEs are numbers, its kinds strings.
+    assert default_families().of_cwe(89) == "sql-injection"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any
 
 from deeprepo.base.finding import normalize_cwe
 
@@ -49,15 +49,23 @@ class FamilyTable:
                 self._by_kind.setdefault(normalize_kind(kind), fam.name)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FamilyTable:
+    def from_json(cls, data: object) -> FamilyTable:
+        """The table of a parsed ``cwe_families.json``; raises ``ValueError`` on a wrong shape."""
+        families = data.get("families") if isinstance(data, Mapping) else None
+        if not isinstance(families, Mapping):
+            raise ValueError("a family table is an object with a 'families' object")
         fams = []
-        for name, d in data["families"].items():
-            cwes = frozenset(c for c in (normalize_cwe(x) for x in d.get("cwes", [])) if c)
-            fams.append(
-                CweFamily(
-                    name, d.get("title", name), cwes, tuple(d.get("kinds", ())), d.get("fix", "")
-                )
-            )
+        for name, d in families.items():
+            if not isinstance(d, Mapping):
+                raise ValueError(f"family {name!r} is not an object")
+            listed = d.get("cwes", ())
+            if not isinstance(listed, list | tuple):
+                raise ValueError(f"family {name!r}: 'cwes' must be a list")
+            cwes = frozenset(c for c in (normalize_cwe(x) for x in listed) if c)
+            title, fix = d.get("title", name), d.get("fix", "")
+            if not isinstance(title, str) or not isinstance(fix, str):
+                raise ValueError(f"family {name!r}: 'title' and 'fix' must be strings")
+            fams.append(CweFamily(str(name), title, cwes, _strings(d, "kinds"), fix))
         return cls(fams)
 
     def of_cwe(self, cwe: str | None) -> str | None:
@@ -82,6 +90,13 @@ class FamilyTable:
     def label(self, cwe: str | None, kind: str | None) -> str:
         """Family for reporting: by CWE, else by kind, else the CWE itself, else ``other``."""
         return self.of_cwe(cwe) or self.of_kind(kind) or normalize_cwe(cwe) or "other"
+
+
+def _strings(d: Mapping[str, object], key: str) -> tuple[str, ...]:
+    value = d.get(key, ())
+    if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{key!r} must be a list of strings")
+    return tuple(str(x) for x in value)
 
 
 @lru_cache(maxsize=1)

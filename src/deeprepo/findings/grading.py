@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict, normalize_cwe
@@ -40,6 +40,29 @@ DEFAULT_TOLERANCE = 10
 
 
 # ---------------------------------------------------------------------------- ground truth
+
+
+class PlaceDict(TypedDict):
+    """A place in the code: ``related`` entries of a cross-file bug."""
+
+    file: str
+    line: int
+
+
+class GroundTruthDict(TypedDict):
+    """One entry of ``ground_truth.json`` as :meth:`GroundTruthEntry.to_dict` writes it."""
+
+    id: str
+    file: str
+    start_line: int
+    end_line: int
+    cwe: str | None
+    acceptable_cwes: list[str]
+    kind: str
+    severity: str
+    description: str
+    vulnerable: bool
+    related: NotRequired[list[PlaceDict]]
 
 
 @dataclass(frozen=True)
@@ -60,13 +83,21 @@ class GroundTruthEntry:
     vulnerable: bool = True
     related: tuple[tuple[str, int], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["acceptable_cwes"] = list(self.acceptable_cwes)
+    def to_dict(self) -> GroundTruthDict:
+        d: GroundTruthDict = {
+            "id": self.id,
+            "file": self.file,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "cwe": self.cwe,
+            "acceptable_cwes": list(self.acceptable_cwes),
+            "kind": self.kind,
+            "severity": self.severity,
+            "description": self.description,
+            "vulnerable": self.vulnerable,
+        }
         if self.related:
             d["related"] = [{"file": f, "line": n} for f, n in self.related]
-        else:
-            del d["related"]
         return d
 
 
@@ -242,7 +273,7 @@ class Score(Counts):
     unmatched: tuple[Unmatched, ...] = ()
     missed: tuple[GroundTruthEntry, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-able summary with the pairs, false positives and missed entries."""
         return {
             **self.rates(),
@@ -298,14 +329,18 @@ def _distance(f: Finding, e: GroundTruthEntry, tolerance: int) -> int:
     return max(0, e.start_line - f_end, f.start_line - e.end_line)
 
 
+# (sort key: distance, inexact CWE, start-line gap, entry index), entry index, exact CWE
+_Candidate = tuple[tuple[int, int, int, int], int, bool]
+
+
 def _candidates(
     findings: list[Finding], entries: list[GroundTruthEntry], tolerance: int, table: FamilyTable
-) -> dict[int, list[tuple[tuple[int, int, int, int], int, bool]]]:
+) -> dict[int, list[_Candidate]]:
     """finding index → [(sort key, entry index, exact)] of entries it may match, nearest first."""
     by_file: dict[str, list[int]] = defaultdict(list)
     for j, e in enumerate(entries):
         by_file[e.file].append(j)
-    out: dict[int, list[tuple[tuple[int, int, int, int], int, bool]]] = {}
+    out: dict[int, list[_Candidate]] = {}
     for i, f in enumerate(findings):
         cands = []
         for j in by_file.get(f.file.removeprefix("./"), ()):
@@ -323,7 +358,7 @@ def _candidates(
     return out
 
 
-def _max_matching(n_findings: int, cands: dict[int, list[tuple[Any, int, bool]]]) -> dict[int, int]:
+def _max_matching(n_findings: int, cands: dict[int, list[_Candidate]]) -> dict[int, int]:
     """Greedy by distance, then augmenting paths (Kuhn) for a maximum one-to-one matching."""
     edges = sorted((key, i, j) for i, cs in cands.items() for key, j, _ in cs)
     f_to_e: dict[int, int] = {}

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TypeVar
 
 from deeprepo.base.errors import ConfigError
 from deeprepo.base.records import RunResult
@@ -119,7 +119,7 @@ class RewardWeights:
             raise ConfigError("reward 'grounding_floor' must be in [0, 1]")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RewardWeights:
+    def from_dict(cls, data: Mapping[str, object]) -> RewardWeights:
         """Weights from a mapping (e.g. a parsed JSON or TOML table); missing keys keep defaults."""
         known = {f.name: f.type for f in fields(cls)}
         unknown = sorted(set(data) - set(known))
@@ -127,18 +127,26 @@ class RewardWeights:
             raise ConfigError(
                 f"unknown reward weight(s): {', '.join(unknown)}; valid keys: {', '.join(known)}"
             )
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            try:
-                values[key] = int(value) if key == "tolerance" else float(value)
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"reward weight {key!r} must be a number, got {value!r}"
-                ) from None
-        return cls(**values)
+        values = {
+            key: _number(key, value, float) for key, value in data.items() if key != "tolerance"
+        }
+        tolerance = _number("tolerance", data.get("tolerance", DEFAULT_TOLERANCE), int)
+        return cls(tolerance=tolerance, **values)
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(key: str, value: object, kind: type[_N]) -> _N:
+    try:
+        if isinstance(value, int | float | str):
+            return kind(value)
+    except ValueError:
+        pass
+    raise ConfigError(f"reward weight {key!r} must be a number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,7 @@ def _budget_score(budget: float, used: float) -> float:
 
 def compute_reward(
     result: RunResult,
-    ground_truth: Sequence[Mapping[str, Any] | GroundTruthEntry],
+    ground_truth: Sequence[Mapping[str, object] | GroundTruthEntry],
     codebase_files: Mapping[str, str],
     weights: RewardWeights | None = None,
     *,
