@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.jsonl import record_lines
+
 
 def _rss_mib() -> float:
     with open("/proc/self/statm") as fh:
@@ -131,7 +133,7 @@ def _measure(opts: argparse.Namespace, model: Path, tmp: Path, rollouts: int) ->
             if proc.returncode != 0:
                 tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
                 raise RuntimeError(f"{rollouts} rollouts, {name}, run {run + 1}: {tail[0]}")
-            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            row = json.loads(record_lines(proc.stdout)[-1])
             results[name].append(row)
             print(
                 f"{rollouts} rollouts, {name}, run {run + 1}/{opts.runs}: peak "

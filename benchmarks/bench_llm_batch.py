@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.jsonl import record_lines
 from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
@@ -130,7 +131,7 @@ async def run_batches_in_repl(
                 "print(json.dumps([a if a.startswith('[llm error]') else 'ok' for a in answers]))"
             )
             times.append(time.perf_counter() - t0)
-        out = json.loads(result.output.strip().splitlines()[-1])
+        out = json.loads(record_lines(result.output)[-1])
     return times, out
 
 

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from deeprepo.base.jsonl import record_lines
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MB = 800
 _FD = (  # the kernel's child -> parent pipe, as a cell finds it: its one write-only FIFO
@@ -172,7 +174,7 @@ def main() -> int:
             print(f"{name:18} FAILED (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
             worst = max(worst, 10**6)
             continue
-        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row = json.loads(record_lines(proc.stdout)[-1])
         worst = max(worst, int(row["peak_mb"]))
         print(
             f"{name:18} peak {row['peak_mb']:>5} MB  ratio to {TARGET_MB} MB: {row['peak_mb'] / TARGET_MB:.2f}  "

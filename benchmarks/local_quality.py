@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.chat import Usage
 from deeprepo.findings.grading import grade, load_findings, load_ground_truth
+from deeprepo.providers.ledger import UsageRow
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS: dict[str, list[str]] = {
@@ -81,12 +83,13 @@ def run_one(
         row["error"] = (proc.stderr.strip().splitlines() or [str(exc)])[-1][:200]
         return row
     score = grade(findings, load_ground_truth(truth))
-    local = [u for u in metrics.get("usage", []) if str(u.get("model", "")).startswith("local/")]
+    rows = [UsageRow.from_dict(u) for u in metrics.get("usage", [])]
+    local = sum((u.usage for u in rows if u.model.startswith("local/")), Usage())
     row.update(
         tp=score.tp, fp=score.fp, fn=score.fn,
         complete=not metrics.get("incomplete", False),
-        tokens_in=sum(int(u.get("input_tokens") or 0) for u in local),
-        tokens_out=sum(int(u.get("output_tokens") or 0) for u in local),
+        tokens_in=local.input_tokens,
+        tokens_out=local.output_tokens,
         cost_usd=metrics.get("total_cost_usd"),
     )  # fmt: skip
     return row

@@ -20,7 +20,7 @@ from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
-from deeprepo.providers.ledger import Ledger
+from deeprepo.providers.ledger import Ledger, UsageRow
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory, set_aside
 from deeprepo.run.analyze import AnalyzeOptions, analyze, resume
 from deeprepo.run.resume import SavedRun, load_run, options_from_record
@@ -344,7 +344,7 @@ def test_carried_over_spend_matches_the_recorded_rows() -> None:
          "cache_write_tokens": 0, "cost_usd": None},
     ]  # fmt: skip
     ledger = Ledger()
-    SavedRun(Path("."), {}, [], rows, None).carry_over(ledger)
+    SavedRun(Path("."), {}, [], [UsageRow.from_dict(r) for r in rows], None).carry_over(ledger)
     assert [r.to_dict() for r in ledger.rows()] == rows
     assert ledger.total_cost() is None and ledger.known_cost() == 0.25
 
@@ -384,3 +384,16 @@ def test_what_cannot_be_resumed_says_why(tmp_path: Path) -> None:
         options_from_record(saved, {}, {"root": "anthropic/other"})
     with pytest.raises(UsageError, match="changed since the run"):
         SavedRun(tmp_path, {"codebase_sha256": "abc"}, [], [], None).check_codebase("def")
+
+
+def test_a_malformed_usage_row_in_a_run_folder_is_one_line(tmp_path: Path) -> None:
+    """A run folder is untrusted: a usage row that is not counts refuses the resume with a
+    message, never a traceback or a carried-over spend made up from it."""
+    start: dict[str, Any] = {"type": "start", "options": {"path": str(EXAMPLE)}}
+    bad = {"role": "root", "model": "m", "calls": "many"}
+    with pytest.raises(UsageError, match="holds a usage row deeprepo cannot read"):
+        load_run(
+            saved_run(
+                tmp_path / "bad", [start, {"type": "end", "stop_reason": "budget", "ledger": [bad]}]
+            )
+        )

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 from clihelp import EXAMPLE
 
+import deeprepo.rl  # noqa: F401  (registers the reference policies: lazy, no-delegation, ...)
 from deeprepo.base import prompts
 from deeprepo.base.chat import ChatModel, ChatRequest, Completion, Usage
 from deeprepo.base.records import RunResult

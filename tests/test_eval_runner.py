@@ -323,7 +323,9 @@ def test_eval_max_cost_stops_the_evaluation_on_its_budget(tmp_path: Path) -> Non
         raw = body.get("messages")
         msgs = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
         convo = tuple(
-            Message(m["role"], str(m["content"])) for m in msgs if m["role"] in ("user", "assistant")
+            Message(m["role"], str(m["content"]))
+            for m in msgs
+            if m["role"] in ("user", "assistant")
         )
         text = asyncio.run(expert.complete(ChatRequest(convo))).text
         return Reply(text, usage=U(input_tokens=1000, output_tokens=100))

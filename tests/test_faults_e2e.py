@@ -388,4 +388,4 @@ async def test_prompts_past_the_sub_call_budget_are_refused_at_once_and_exactly(
     # Only answered prompts are calls; refused and failed ones are counted apart.
     assert (dispatcher.calls, dispatcher.refused, dispatcher.failed) == (5, 99_996 + 1, 2)
     row = ledger.rows()[0]
-    assert (row.calls, row.input_tokens, row.failed_requests) == (5, 50, 0)
+    assert (row.calls, row.usage.input_tokens, row.failed_requests) == (5, 50, 0)

@@ -13,10 +13,8 @@ from typer.testing import CliRunner
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding
 from deeprepo.cli.score_cmd import score_command
+from deeprepo.findings.families import CweFamily, FamilyTable, default_families
 from deeprepo.findings.grading import (
-    CweFamily,
-    FamilyTable,
-    default_families,
     f_beta,
     grade,
     load_findings,
@@ -245,6 +243,28 @@ def test_parsing_accepts_the_documented_shapes(tmp_path: Path) -> None:
     assert parse_findings([]) == []
 
 
+def test_ground_truth_is_read_in_one_place() -> None:
+    raw = {
+        "file": "./app/a.py",
+        "start_line": 3,
+        "cwe": "89",
+        "related": [{"file": "./app/b.py", "line": 7}, "not a place", {"file": "x"}],
+    }
+    (e,) = parse_ground_truth([raw])
+    assert (e.file, e.cwe, e.related) == ("app/a.py", "CWE-89", (("app/b.py", 7),))
+    # Written and read again, or passed already parsed: the same entries.
+    assert parse_ground_truth([e.to_dict()]) == [e]
+    mixed = parse_ground_truth((e, entry("c.py", 2)))
+    assert mixed[0] is e and mixed[1].id == "gt-1"
+    assert parse_ground_truth({"entries": [raw]}) == [e]
+    # A plain entry writes no "related" key, as before cross-file bugs existed.
+    assert "related" not in parse_ground_truth([entry("c.py", 2)])[0].to_dict()
+    with pytest.raises(UsageError, match="'related' place an integer 'line'"):
+        parse_ground_truth([{**raw, "related": [{"file": "b.py", "line": "near the top"}]}])
+    with pytest.raises(UsageError, match="entry 0 is not a JSON object"):
+        parse_ground_truth(["a.py:3"])
+
+
 def test_parsing_errors_say_what_is_wrong(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not found"):
         load_ground_truth(tmp_path / "missing.json")
@@ -299,3 +319,21 @@ def test_score_command_table(tmp_path: Path) -> None:
     assert "precision" in res.output and "0.500" in res.output
     assert "1 of 1" in res.output  # decoys hit
     assert "sql-injection" in res.output
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [],
+        {"families": []},
+        {"families": {"x": "not an object"}},
+        {"families": {"x": {"cwes": 89}}},
+        {"families": {"x": {"kinds": [1]}}},
+        {"families": {"x": {"title": 3}}},
+    ],
+)
+def test_a_family_table_of_the_wrong_shape_is_refused(data: object) -> None:
+    with pytest.raises(ValueError):
+        FamilyTable.from_json(data)
+    # The packaged table reads: its CWEs are numbers, its kinds strings.
+    assert default_families().of_cwe(89) == "sql-injection"

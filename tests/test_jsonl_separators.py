@@ -50,3 +50,38 @@ def test_training_readers_keep_records_whole(tmp_path: Path) -> None:
         json.dumps({"step": 1, "note": "x\u2028y", "reward_mean": 0.5}, ensure_ascii=False) + "\n"
     )
     assert [r["note"] for r in read_train_log(log)] == ["x\u2028y"]
+
+
+def test_one_splitter_numbers_lines_as_an_editor_does() -> None:
+    from deeprepo.base.jsonl import numbered_lines, read_objects
+
+    text = '{"a": "x\u2028y"}\n\n  \n[1]\n{"b": 2}\n{"torn'
+    assert numbered_lines(text) == [(1, '{"a": "x\u2028y"}'), (4, "[1]"), (5, '{"b": 2}'),
+                                    (6, '{"torn')]  # fmt: skip
+    assert read_objects(text) == ([{"a": "x\u2028y"}, {"b": 2}], 2)
+
+
+def test_results_and_viewer_readers_keep_records_whole(tmp_path: Path) -> None:
+    import pytest
+
+    from deeprepo.base.errors import UsageError
+    from deeprepo.report.viewer.runview import load_run_view
+    from deeprepo.rl.evals.results import RolloutResult, load_results, write_results
+
+    results = tmp_path / "results.jsonl"
+    write_results(results, [RolloutResult("ex", model=SEPARATORS), RolloutResult("ex", 1)])
+    assert [r.model for r in load_results(results)] == [SEPARATORS, ""]
+    results.write_text(results.read_text("utf-8") + "\nnot json\n", "utf-8")
+    with pytest.raises(UsageError, match="line 4"):  # the file's own numbering, blanks counted
+        load_results(results)
+
+    with TrajectoryWriter(tmp_path / "trajectory.jsonl") as log:
+        log.record("start", note=SEPARATORS)
+    (tmp_path / "calls.jsonl").write_text(
+        json.dumps({"seq": 1, "response": SEPARATORS}, ensure_ascii=False) + "\n{torn",
+        encoding="utf-8",
+    )
+    view = load_run_view(tmp_path)
+    assert view.start is not None and view.start["note"] == SEPARATORS
+    assert [c.response for c in view.calls or []] == [SEPARATORS]
+    assert any("calls.jsonl: 1 line(s) unreadable" in p for p in view.problems)

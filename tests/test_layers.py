@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _checker():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("check_layers", ROOT / "scripts" / "check_layers.py")
+    spec = importlib.util.spec_from_file_location(
+        "check_layers", ROOT / "scripts" / "check_layers.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

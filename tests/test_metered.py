@@ -112,7 +112,7 @@ async def test_anthropic_cache_tokens_are_priced(
     loopback.enqueue_anthropic("turn", usage=Usage(1000, 200, 5000, 800))
     await m.complete(ChatRequest((Message("user", "go"),), system="s", cache_prompt=True))
     (row,) = m.ledger.rows()
-    assert (row.cache_read_tokens, row.cache_write_tokens) == (5000, 800)
+    assert (row.usage.cache_read_tokens, row.usage.cache_write_tokens) == (5000, 800)
     assert row.cost_usd == pytest.approx((1000 * 5 + 200 * 25 + 5000 * 0.5 + 800 * 6.25) / 1e6)
 
 
@@ -140,7 +140,7 @@ async def test_retries_every_transient_fault_and_counts_billed_replies_once(
     ]
     (row,) = m.ledger.rows()
     assert (row.calls, row.failed_calls, row.failed_requests) == (2, 1, 0)
-    assert (row.input_tokens, row.output_tokens) == (170, 25)
+    assert (row.usage.input_tokens, row.usage.output_tokens) == (170, 25)
     # Exponential backoff with jitter: each delay in [ceiling/2, ceiling], ceiling doubling to the max.
     ceilings = [min(4.0, 0.5 * 2**i) for i in range(7)]
     assert len(sleeps.delays) == 7
@@ -173,7 +173,7 @@ async def test_gives_up_after_max_retries(
     assert info.value.status == 503
     assert loopback.request_count == 3
     (row,) = m.ledger.rows()
-    assert (row.calls, row.failed_requests, row.input_tokens) == (0, 1, 0)
+    assert (row.calls, row.failed_requests, row.usage.input_tokens) == (0, 1, 0)
 
 
 async def test_non_retryable_errors_fail_at_once(
@@ -189,7 +189,12 @@ async def test_non_retryable_errors_fail_at_once(
     assert loopback.request_count == 2
     (row,) = m.ledger.rows()
     # The refusal was billed; the 400 was not.
-    assert (row.calls, row.failed_calls, row.failed_requests, row.input_tokens) == (1, 1, 1, 30)
+    assert (row.calls, row.failed_calls, row.failed_requests, row.usage.input_tokens) == (
+        1,
+        1,
+        1,
+        30,
+    )
 
 
 async def test_a_hung_call_times_out_and_is_retried(
@@ -256,7 +261,7 @@ async def test_cache_hit_makes_no_request(
     assert (fresh.cached, fresh.usage) == (False, Usage(500, 50))
     assert (hit.cached, hit.usage, hit.cost_usd) == (True, Usage(), 0.0)
     (row,) = m.ledger.rows()
-    assert (row.calls, row.cached_calls, row.input_tokens) == (2, 1, 500)
+    assert (row.calls, row.cached_calls, row.usage.input_tokens) == (2, 1, 500)
     await m.complete(req(system="other system"))  # a different request misses
     assert loopback.request_count == 2
     assert len(list(cache.directory.glob("*/*.json"))) == 2

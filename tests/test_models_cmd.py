@@ -7,6 +7,7 @@ from pathlib import Path
 
 from clihelp import run_cli
 
+import deeprepo.rl  # noqa: F401  (registers the research policies the CLI lists)
 from deeprepo.builtin import POLICIES
 from deeprepo.providers.catalog import known_models
 from deeprepo.providers.prices import PriceTable

@@ -14,7 +14,8 @@ import pytest
 
 from deeprepo.base.chat import ChatModel, ChatRequest, Message
 from deeprepo.base.prompts import WORKER_SYSTEM_PROMPT, file_audit_prompt
-from deeprepo.findings.grading import default_families, grade, parse_findings, parse_ground_truth
+from deeprepo.findings.families import default_families
+from deeprepo.findings.grading import grade, parse_findings, parse_ground_truth
 from deeprepo.rl.env.oracle import OracleWorker, classify_instruction, make_oracle
 
 DESCRIPTION = "User input is formatted into SQL. Use parameters."
@@ -226,6 +227,18 @@ def test_a_cross_file_bug_needs_its_source_in_the_same_prompt() -> None:
     (f,) = worker.findings(source + "\n" + sink)
     assert (f["file"], f["line"]) == ("app/dal.py", 40)
     assert "views" not in json.dumps(f)  # never names the source from the ground truth
+
+
+def test_the_oracle_reads_ground_truth_as_the_grader_does() -> None:
+    # Parsed entries, raw dicts or {"entries": ...}: one reader, so the cross-file rule
+    # holds whatever form the caller holds (parsed entries once lost their "related").
+    codebase, gt = _cross_task()
+    sink = file_audit_prompt("app/dal.py", codebase["app/dal.py"])
+    source = file_audit_prompt("app/views.py", codebase["app/views.py"])
+    for form in (gt, parse_ground_truth(gt), {"entries": gt}, tuple(gt)):
+        worker = OracleWorker(form, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+        assert worker.findings(sink) == []
+        assert len(worker.findings(source + "\n" + sink)) == 1
 
 
 def test_a_cross_file_bug_through_a_hop_module() -> None:

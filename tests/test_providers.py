@@ -12,7 +12,7 @@ from deeprepo.base.errors import BudgetExceeded, ConfigError, MissingKeyError, P
 from deeprepo.providers.anthropic_api import AnthropicModel
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache, cache_key, default_cache_dir
-from deeprepo.providers.ledger import Ledger, LLMCall
+from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 from deeprepo.providers.openai_compat import OpenAICompatModel, parse_retry_after
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import LOCAL_SERVER_KEY
@@ -152,12 +152,12 @@ def test_ledger_rows_and_totals() -> None:
     assert (
         root.role,
         root.calls,
-        root.input_tokens,
-        root.cache_read_tokens,
-        root.cache_write_tokens,
+        root.usage.input_tokens,
+        root.usage.cache_read_tokens,
+        root.usage.cache_write_tokens,
     ) == ("root", 1, 100, 50, 5)
     assert (sub.calls, sub.cached_calls, sub.failed_calls, sub.failed_requests) == (3, 1, 1, 1)
-    assert (sub.input_tokens, sub.output_tokens) == (23, 3)
+    assert (sub.usage.input_tokens, sub.usage.output_tokens) == (23, 3)
     assert sub.cost_usd == pytest.approx(0.003)
     assert ledger.total_cost() == pytest.approx(0.013)
     assert ledger.sub_call_count() == 3
@@ -168,6 +168,55 @@ def test_ledger_rows_and_totals() -> None:
     data = json.loads(ledger.to_json())
     assert data["total_cost_usd"] is None and data["unpriced_calls"] == 1
     assert [r["cost_usd"] for r in data["rows"]][-1] is None
+
+
+def test_usage_has_one_json_form() -> None:
+    usage = Usage(100, 10, 50, 5)
+    assert usage.to_dict() == {
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "cache_read_tokens": 50,
+        "cache_write_tokens": 5,
+    }
+    assert Usage.from_dict(usage.to_dict()) == usage
+    # Missing keys (and null) are 0; other keys are not the record's business.
+    assert Usage.from_dict({"output_tokens": 7, "cache_read_tokens": None, "role": "x"}) == Usage(
+        0, 7
+    )
+    for bad in ("12", 1.5, True, -1, [3]):
+        with pytest.raises(ValueError, match="input_tokens"):
+            Usage.from_dict({"input_tokens": bad})
+
+
+def test_usage_rows_read_back_what_they_write() -> None:
+    row = UsageRow("sub", "openrouter/x/y", 3, 1, 1, 2, Usage(23, 3, 4, 5), None)
+    d = row.to_dict()
+    assert list(d) == [
+        "role",
+        "model",
+        "calls",
+        "cached_calls",
+        "failed_calls",
+        "failed_requests",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+    ]
+    assert UsageRow.from_dict(json.loads(json.dumps(d))) == row
+    assert UsageRow.from_dict({"role": "root", "model": "m"}) == UsageRow("root", "m")
+    with pytest.raises(ValueError, match="cost_usd"):
+        UsageRow.from_dict({"role": "root", "model": "m", "cost_usd": "free"})
+    with pytest.raises(ValueError, match="role"):
+        UsageRow.from_dict({"model": "m"})
+    # The roles are root, sub and the bench's judge; anything else is a corrupt row.
+    assert UsageRow.from_dict({"role": "judge", "model": "m"}).role == "judge"
+    with pytest.raises(ValueError, match="root, sub, judge"):
+        UsageRow.from_dict({"role": "worker", "model": "m"})
+    # Summing keeps an unknown price unknown.
+    total = UsageRow("sub", "m", 1, cost_usd=0.5) + row
+    assert (total.calls, total.usage, total.cost_usd) == (4, Usage(23, 3, 4, 5), None)
 
 
 def test_budget_kinds() -> None:

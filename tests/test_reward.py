@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,14 +15,12 @@ from deeprepo.base.errors import ConfigError
 from deeprepo.base.finding import Finding
 from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
-from deeprepo.rl.env.reward import (
-    RewardWeights,
-    compute_reward,
-    dispatch_stats,
-    part_metric,
-    reply_items,
-    source_files,
-)
+from deeprepo.rl.env.dispatch import dispatch_stats, source_files
+from deeprepo.rl.env.grounding import reply_items
+from deeprepo.rl.env.reward import RewardWeights, compute_reward, part_metric
+from deeprepo.rl.env.rollout import RolloutOutcome
+from deeprepo.rl.evals.compare import summarize_run
+from deeprepo.rl.evals.results import RolloutResult
 
 
 def _module(name: str, n: int) -> str:
@@ -208,6 +207,30 @@ def test_efficiency_compares_turns_and_root_tokens_with_a_budget() -> None:
     assert part(compute_reward(heavy, GT, FILES), "efficiency") == pytest.approx((1 + ratio) / 2)
 
 
+def test_root_tokens_count_cache_reads_and_writes_in_the_reward_and_the_results() -> None:
+    # The same prompts, billed fresh or read from the cache: the root read them either way,
+    # so the reward's token budget and results.jsonl's input_tokens must count them alike.
+    w = RewardWeights()
+    chars = sum(len(FILES[p]) for p in SOURCES)
+    budget = int(w.base_root_tokens + w.root_token_share * chars / 4)
+    fresh = run(audit(SOURCES), turns=2, tokens_per_turn=budget)
+    cached = replace(
+        fresh,
+        turns=[
+            replace(t, input_tokens=10, cache_read_tokens=budget - 30, cache_write_tokens=20)
+            for t in fresh.turns
+        ],
+    )
+    assert cached.root_tokens == fresh.root_tokens == (2 * budget, 2 * 200)
+    assert cached.root_tokens.total == 2 * budget + 400
+    a, b = compute_reward(fresh, GT, FILES), compute_reward(cached, GT, FILES)
+    assert a.details["root_tokens"] == b.details["root_tokens"] == 2 * budget + 400
+    assert part(b, "efficiency") == part(a, "efficiency") < 1.0
+    outcome = RolloutOutcome("t", 0, cached, b, 1.0, 0)
+    record = RolloutResult.from_outcome(outcome)
+    assert (record.input_tokens, record.output_tokens) == (2 * budget, 400)
+
+
 def test_efficiency_is_scaled_by_coverage_so_quitting_early_is_not_efficient() -> None:
     reward = compute_reward(run(audit(["app/a.py"]), turns=1), GT, FILES)
     assert part(reward, "efficiency") == pytest.approx(0.25)
@@ -237,6 +260,24 @@ def test_total_is_the_weighted_sum_minus_penalties_clamped() -> None:
     assert reward.total == pytest.approx(max(0.0, expected))
     nothing = compute_reward(run([], findings=[], turns=20), GT, FILES)
     assert nothing.total == 0.0
+
+
+def test_compare_counts_zero_delegation_by_the_reward_rule() -> None:
+    # Sub-calls that only name paths delegate nothing: the reward's penalty and the
+    # compare table's rate must say so alike, whatever the sub-call count.
+    path_only = [f"Audit the file {p} for bugs." for p in SOURCES]
+    runs = [run(path_only, findings=[]), run(audit(SOURCES)), run([], findings=[])]
+    records = []
+    for i, result in enumerate(runs):
+        reward = compute_reward(result, GT, FILES)
+        records.append(RolloutResult.from_outcome(RolloutOutcome("t", i, result, reward, 1.0, 0)))
+    assert [part(compute_reward(r, GT, FILES), "zero_delegation") for r in runs] == [1.0, 0, 1.0]
+    assert [r.sub_calls for r in records] == [4, 4, 0]
+    assert summarize_run("x", records).zero_delegation_rate == pytest.approx(2 / 3)
+    # A results file without the reward's counts: only a rollout with no sub-call is known
+    # to have delegated nothing.
+    bare = [RolloutResult(r.example_id, r.rollout, sub_calls=r.sub_calls) for r in records]
+    assert summarize_run("x", bare).zero_delegation_rate == pytest.approx(1 / 3)
 
 
 # ------------------------------------------------------------------------------ anti-gaming

@@ -7,7 +7,8 @@
 - ``records``: an episode's records (``Turn``, ``RunResult``, ``Behaviour``, stop reasons);
 - ``prompts``: every prompt, and the file-block format the kernel, workers and coverage
   share (the sandbox child imports it);
-- ``textsafe`` and ``jsonl``: showing untrusted text, reading JSON-lines files.
+- ``textsafe`` and ``jsonl``: showing untrusted text, reading JSON-lines files;
+- ``closing``: the one ``close()`` / ``with`` base of every resource deeprepo opens.
 
 Nothing here imports another deeprepo package or a third-party library: the sandbox's
 child process imports these modules with only the standard library available.

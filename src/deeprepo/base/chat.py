@@ -8,10 +8,30 @@ in the metered wrapper (``deeprepo.providers.metered``), never in adapters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Literal, Protocol, TypedDict, runtime_checkable
 
-Role = Literal["root", "sub"]
+#: Who a metered call works for: the root, a sub-LLM worker, or the bench's judge.
+Role = Literal["root", "sub", "judge"]
+ROLES: tuple[Role, ...] = ("root", "sub", "judge")
+
+
+def parse_role(value: object) -> Role:
+    """A role read back from disk; raises ``ValueError`` naming the roles there are."""
+    for role in ROLES:
+        if value == role:
+            return role
+    raise ValueError(f"role {value!r} is not one of {', '.join(ROLES)}")
+
+
+class UsageDict(TypedDict):
+    """:class:`Usage` as JSON (``calls.jsonl``, cache entries, usage rows)."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
 
 
 @dataclass(frozen=True)
@@ -25,16 +45,59 @@ class Usage:
     cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_read_tokens + other.cache_read_tokens,
-            self.cache_write_tokens + other.cache_write_tokens,
+        return Usage(*(a + b for a, b in zip(self.counts(), other.counts(), strict=True)))
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """The four counts, in :data:`TOKEN_KEYS` order."""
+        return (
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_tokens,
+            self.cache_write_tokens,
         )
 
-    @property
-    def total_input_tokens(self) -> int:
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+    def to_dict(self) -> UsageDict:
+        """The four counts under their JSON keys (:data:`TOKEN_KEYS`, in that order)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> Usage:
+        """The counts of a JSON object (other keys are ignored). A missing key, or null,
+        is 0; a count that is not a whole number >= 0 raises ``ValueError`` naming it."""
+        return cls(*(read_count(d, key) for key in TOKEN_KEYS))
+
+
+#: The JSON keys of :class:`Usage`, in the order every file writes them.
+TOKEN_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Usage))
+
+
+def read_count(d: Mapping[str, object], key: str) -> int:
+    """``d[key]`` as a count: missing or null is 0; anything but a whole number >= 0
+    raises ``ValueError`` naming the key."""
+    value = d.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key} must be a whole number >= 0, got {value!r}")
+    return value
+
+
+class UsageRowDict(UsageDict):
+    """One usage row as JSON: the sums of one (role, model) in ``metrics.json``'s
+    ``usage``, a trajectory's ``ledger`` and a ``results.jsonl`` row's ``usage``."""
+
+    role: Role
+    model: str
+    calls: int
+    cached_calls: int
+    failed_calls: int
+    failed_requests: int
+    cost_usd: float | None
 
 
 @dataclass(frozen=True)
@@ -57,11 +120,6 @@ class ChatRequest:
     def last_user_text(self) -> str:
         """The content of the last user message ("" when there is none)."""
         return next((m.content for m in reversed(self.messages) if m.role == "user"), "")
-
-    def with_messages(self, messages: tuple[Message, ...]) -> ChatRequest:
-        return ChatRequest(
-            messages, self.system, self.max_tokens, self.temperature, self.cache_prompt
-        )
 
 
 @dataclass(frozen=True)

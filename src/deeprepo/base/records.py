@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from deeprepo.base.chat import UsageRowDict
 from deeprepo.base.finding import Finding
 
 #: The one-word label of how a root worked (rules in ``orchestrator/behaviour.py``).
@@ -62,7 +63,7 @@ class Behaviour:
 
 
 StopReason = Literal["answer_ready", "max_turns", "budget", "timeout", "error", "interrupted"]
-STOP_REASONS: tuple[str, ...] = (
+STOP_REASONS: tuple[StopReason, ...] = (
     "answer_ready",
     "max_turns",
     "budget",
@@ -98,6 +99,29 @@ class Turn:
         return asdict(self)
 
 
+class RootTokens(NamedTuple):
+    """What the root read and wrote over a run: the one definition the reward and the
+    results records share. ``input`` is every prompt token it was billed for: fresh,
+    read from the cache and written to it (a cached prompt is still a prompt the root
+    was sent); ``output`` the tokens it wrote."""
+
+    input: int
+    output: int
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    @classmethod
+    def of(cls, turns: Iterable[Turn]) -> RootTokens:
+        """The sums over ``turns``."""
+        turns = list(turns)
+        return cls(
+            input=sum(t.input_tokens + t.cache_read_tokens + t.cache_write_tokens for t in turns),
+            output=sum(t.output_tokens for t in turns),
+        )
+
+
 @dataclass(frozen=True)
 class RunResult:
     """Everything an Episode produced; reports and rewards are computed from it.
@@ -109,14 +133,14 @@ class RunResult:
 
     answer: str
     incomplete: bool
-    stop_reason: str
+    stop_reason: StopReason
     stop_detail: str
     findings: list[Finding]
     turns: list[Turn]
     sub_calls: int  # worker prompts answered (by a model or the cache); refused ones are not calls
     files_covered: list[str]  # files of the audit set audited by answered worker prompts
     coverable_files: int  # files in the audit set
-    usage: list[dict[str, Any]]  # one entry per (role, model), see docs/outputs.md
+    usage: list[UsageRowDict]  # one entry per (role, model), see docs/outputs.md
     total_cost_usd: float | None
     wall_seconds: float
     root_model: str
@@ -139,6 +163,11 @@ class RunResult:
     @property
     def num_turns(self) -> int:
         return len(self.turns)
+
+    @property
+    def root_tokens(self) -> RootTokens:
+        """The root's tokens over every turn (:class:`RootTokens`)."""
+        return RootTokens.of(self.turns)
 
     @property
     def complete(self) -> bool:

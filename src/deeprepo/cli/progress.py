@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.status import Status
 
+from deeprepo.base.closing import Closing
+
 #: Plain (non-terminal) audit lines at most this often.
 PLAIN_EVERY_S = 5.0
 
@@ -30,7 +32,7 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-class RunProgress:
+class RunProgress(Closing):
     """Feeds on Episode events: turn number, worker calls, files audited, findings."""
 
     def __init__(
@@ -51,15 +53,17 @@ class RunProgress:
         self._last_plain = clock()  # the first plain audit line comes after PLAIN_EVERY_S
         self._status: Status | None = None
 
-    def __enter__(self) -> RunProgress:
+    def open(self) -> None:
+        """Start the spinner line (on a terminal only)."""
         if self.console.is_terminal:
             self._status = self.console.status(self._text())
-            self._status.__enter__()
-        return self
+            self._status.start()
 
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
+    def close(self) -> None:
+        """Stop the spinner line."""
+        status, self._status = self._status, None
+        if status is not None:
+            status.stop()
 
     def eta_s(self) -> float | None:
         """Seconds until every file is audited, at the rate seen so far (None: unknown)."""

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, OverflowMethod
+from rich.padding import PaddingDimensions
 from rich.table import Table
 from rich.text import Text
 
+from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.errors import DeeprepoError, UsageError
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.text import console, one_line, visible
@@ -29,6 +32,9 @@ runs_app = typer.Typer(
     help="The run log: every analyze and baseline run, its turns and LLM calls "
     "(SQLite in $DEEPREPO_HOME, else the user data directory).",
 )
+
+#: Column headers of the four token counts (``TOKEN_KEYS``), in their order.
+_TOKEN_HEADERS = ("input", "output", "cache r", "cache w")
 
 RunRef = Annotated[
     str,
@@ -62,6 +68,29 @@ def _cell(v: Any) -> Text:
     return Text(visible(one_line("" if v is None else v)))
 
 
+def _table(
+    columns: Sequence[str],
+    *,
+    left: Collection[str] = (),
+    title: str | None = None,
+    overflow: OverflowMethod = "fold",
+    padding: PaddingDimensions = (0, 1),
+) -> Table:
+    """A table as this command prints them all: no box, bold headers, the title on the left;
+    figures right-aligned, the ``left`` columns (names, text) left-aligned."""
+    table = Table(
+        title=title,
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+        title_justify="left",
+        padding=padding,
+    )
+    for name in columns:
+        table.add_column(name, justify="left" if name in left else "right", overflow=overflow)
+    return table
+
+
 @runs_app.command("list")
 def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show this many runs.")] = 20,
@@ -88,12 +117,15 @@ def list_command(
         )
         return
     # Ids, times, statuses and figures never wrap; repository and model names fold.
-    table = Table(box=None, pad_edge=False, header_style="bold", padding=(0, 1, 0, 0))
-    for name in ("id", "when (UTC)", "repo", "root", "sub", "status"):
-        folds = name in ("repo", "root", "sub")
-        table.add_column(name, overflow="fold", no_wrap=not folds, min_width=3 if folds else None)
-    for name in ("turns", "sub-calls", "findings", "cost"):
-        table.add_column(name, justify="right", no_wrap=True)
+    texts = ("id", "when (UTC)", "repo", "root", "sub", "status")
+    table = _table(
+        (*texts, "turns", "sub-calls", "findings", "cost"), left=texts, padding=(0, 1, 0, 0)
+    )
+    for column in table.columns:
+        folds = column.header in ("repo", "root", "sub")
+        column.no_wrap, column.min_width = not folds, 3 if folds else None
+        if column.header not in texts:
+            column.overflow = "ellipsis"
     for run in runs:
         table.add_row(
             _cell(run["id"]),
@@ -165,22 +197,21 @@ def _rollouts_table(rollouts: list[dict[str, Any]]) -> None:
     if not rollouts:
         out.print("rollouts: none recorded")
         return
-    table = Table(
-        title="rollouts", box=None, pad_edge=False, header_style="bold", title_justify="left"
+    table = _table(
+        (
+            "example",
+            "rollout",
+            "reward",
+            "turns",
+            "sub-calls",
+            "findings",
+            "stop",
+            "cost",
+            "seconds",
+        ),
+        left=("example", "stop"),
+        title="rollouts",
     )
-    for name in (
-        "example",
-        "rollout",
-        "reward",
-        "turns",
-        "sub-calls",
-        "findings",
-        "stop",
-        "cost",
-        "seconds",
-    ):
-        left = name in ("example", "stop")
-        table.add_column(name, justify="left" if left else "right", overflow="fold")
     for x in rollouts:
         table.add_row(
             _cell(x.get("example_id")),
@@ -200,29 +231,16 @@ def _turns_table(turns: list[dict[str, Any]]) -> None:
     if not turns:
         out.print("turns: none recorded")
         return
-    table = Table(
-        title="turns", box=None, pad_edge=False, header_style="bold", title_justify="left"
+    table = _table(
+        ("#", *_TOKEN_HEADERS, "cost", "seconds", "sub-calls", "findings", "error"),
+        left=("error",),
+        title="turns",
+        overflow="ellipsis",
     )
-    for name in (
-        "#",
-        "input",
-        "output",
-        "cache r",
-        "cache w",
-        "cost",
-        "seconds",
-        "sub-calls",
-        "findings",
-        "error",
-    ):
-        table.add_column(name, justify="left" if name == "error" else "right")
     for t in turns:
         table.add_row(
             str(t["idx"]) + (" (final)" if t.get("final_turn") else ""),
-            _num(t.get("input_tokens")),
-            _num(t.get("output_tokens")),
-            _num(t.get("cache_read_tokens")),
-            _num(t.get("cache_write_tokens")),
+            *(_num(t.get(k)) for k in TOKEN_KEYS),
             _money(t.get("cost_usd")),
             f"{float(t.get('seconds') or 0):.2f}",
             _num(t.get("sub_calls")),
@@ -236,24 +254,11 @@ def _calls_table(calls: list[dict[str, Any]], limit: int) -> None:
     if not calls:
         out.print("LLM calls: none recorded (calls.jsonl missing or empty)")
         return
-    table = Table(
-        title="LLM calls", box=None, pad_edge=False, header_style="bold", title_justify="left"
+    table = _table(
+        ("seq", "turn", "role", "model", *_TOKEN_HEADERS, "cost", "latency", "note"),
+        left=("role", "model", "note"),
+        title="LLM calls",
     )
-    for name in (
-        "seq",
-        "turn",
-        "role",
-        "model",
-        "input",
-        "output",
-        "cache r",
-        "cache w",
-        "cost",
-        "latency",
-        "note",
-    ):
-        left = name in ("role", "model", "note")
-        table.add_column(name, justify="left" if left else "right", overflow="fold")
     for c in calls[:limit]:
         note = "cached" if c.get("cached") else ""
         if c.get("error"):
@@ -265,10 +270,7 @@ def _calls_table(calls: list[dict[str, Any]], limit: int) -> None:
             _num(c.get("turn")),
             _cell(c.get("role")),
             _cell(c.get("model")),
-            _num(c.get("input_tokens")),
-            _num(c.get("output_tokens")),
-            _num(c.get("cache_read_tokens")),
-            _num(c.get("cache_write_tokens")),
+            *(_num(c.get(k)) for k in TOKEN_KEYS),
             _money(c.get("cost_usd")),
             f"{float(c.get('latency_s') or 0):.2f}s",
             _cell(note[:200]),
@@ -282,30 +284,13 @@ def _ledger(usage: list[dict[str, Any]], calls: list[dict[str, Any]], run: dict[
     if not usage:
         out.print("ledger: none recorded (the run has not ended, or wrote no metrics.json)")
         return
-    table = Table(
+    table = _table(
+        ("role", "model", "calls", "cached", "failed", *_TOKEN_HEADERS, "cost"),
+        left=("role", "model"),
         title="ledger (summed over the rollouts)"
         if run["mode"] == "eval"
         else "ledger (metrics.json usage)",
-        box=None,
-        pad_edge=False,
-        header_style="bold",
-        title_justify="left",
     )
-    for name in (
-        "role",
-        "model",
-        "calls",
-        "cached",
-        "failed",
-        "input",
-        "output",
-        "cache r",
-        "cache w",
-        "cost",
-    ):
-        table.add_column(
-            name, justify="left" if name in ("role", "model") else "right", overflow="fold"
-        )
     for u in usage:
         table.add_row(
             _cell(u.get("role")),
@@ -313,10 +298,7 @@ def _ledger(usage: list[dict[str, Any]], calls: list[dict[str, Any]], run: dict[
             _num(u.get("calls")),
             _num(u.get("cached_calls")),
             _num(u.get("failed_calls")),
-            _num(u.get("input_tokens")),
-            _num(u.get("output_tokens")),
-            _num(u.get("cache_read_tokens")),
-            _num(u.get("cache_write_tokens")),
+            *(_num(u.get(k)) for k in TOKEN_KEYS),
             _money(u.get("cost_usd")),
         )
     out.print(table)

@@ -38,9 +38,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import NamedTuple
 
+from deeprepo.base.closing import Closing
 from deeprepo.base.errors import CodebaseError
 from deeprepo.base.textsafe import escape_name
 
@@ -119,7 +119,7 @@ class TreeEntry(NamedTuple):
     path: bytes  # raw, relative to the listed tree
 
 
-class GitReader:
+class GitReader(Closing):
     """Read-only access to the repository around ``root``; use as a context manager.
 
     ``with GitReader(root) as git: ...`` creates the private empty directory every command
@@ -137,17 +137,13 @@ class GitReader:
         self._empty: str | None = None
         self._env: dict[str, str] = {}
 
-    def __enter__(self) -> GitReader:
+    def open(self) -> None:
+        """Create the private empty directory the commands run in."""
         self._empty = tempfile.mkdtemp(prefix="deeprepo-git-")
         self._env = git_environment(self._empty)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Remove that directory."""
         if self._empty is not None:
             shutil.rmtree(self._empty, ignore_errors=True)
             self._empty = None

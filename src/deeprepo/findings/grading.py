@@ -26,104 +26,50 @@ and recall are both 0.
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from importlib import resources
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict, normalize_cwe
+from deeprepo.findings.families import FamilyTable, default_families
 
 DEFAULT_TOLERANCE = 10
-_KIND_SEP_RE = re.compile(r"[\s_/]+")
-
-
-# ---------------------------------------------------------------------------- families
-
-
-@dataclass(frozen=True)
-class CweFamily:
-    """A group of CWEs that graders treat as the same bug class."""
-
-    name: str
-    title: str
-    cwes: frozenset[str]
-    kinds: tuple[str, ...]
-    fix: str = ""
-
-
-def normalize_kind(kind: str) -> str:
-    """``"SQL_Injection"`` → ``"sql-injection"``."""
-    return _KIND_SEP_RE.sub("-", kind.strip().lower()).strip("-")
-
-
-class FamilyTable:
-    """The CWE family table: CWE → family, kind → family."""
-
-    def __init__(self, families: list[CweFamily]) -> None:
-        self.families: dict[str, CweFamily] = {f.name: f for f in families}
-        self._by_cwe: dict[str, str] = {}
-        self._by_kind: dict[str, str] = {}
-        for fam in families:
-            for cwe in fam.cwes:
-                if cwe in self._by_cwe:
-                    raise ValueError(f"{cwe} is in two families: {self._by_cwe[cwe]}, {fam.name}")
-                self._by_cwe[cwe] = fam.name
-            for kind in (fam.name, *fam.kinds):
-                self._by_kind.setdefault(normalize_kind(kind), fam.name)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FamilyTable:
-        fams = []
-        for name, d in data["families"].items():
-            cwes = frozenset(c for c in (normalize_cwe(x) for x in d.get("cwes", [])) if c)
-            fams.append(
-                CweFamily(
-                    name, d.get("title", name), cwes, tuple(d.get("kinds", ())), d.get("fix", "")
-                )
-            )
-        return cls(fams)
-
-    def of_cwe(self, cwe: str | None) -> str | None:
-        """The family name of a CWE (any spelling), or ``None`` when it has none."""
-        norm = normalize_cwe(cwe)
-        return self._by_cwe.get(norm) if norm else None
-
-    def of_kind(self, kind: str | None) -> str | None:
-        """The family of a kind name: exact alias first, then an alias inside a longer kind
-        (``blind-sql-injection`` → ``sql-injection``), longest alias winning."""
-        if not kind:
-            return None
-        k = normalize_kind(kind)
-        if k in self._by_kind:
-            return self._by_kind[k]
-        padded = f"-{k}-"
-        best = max(
-            (a for a in self._by_kind if len(a) >= 3 and f"-{a}-" in padded), key=len, default=None
-        )
-        return self._by_kind[best] if best else None
-
-    def label(self, cwe: str | None, kind: str | None) -> str:
-        """Family for reporting: by CWE, else by kind, else the CWE itself, else ``other``."""
-        return self.of_cwe(cwe) or self.of_kind(kind) or normalize_cwe(cwe) or "other"
-
-
-@lru_cache(maxsize=1)
-def default_families() -> FamilyTable:
-    """The family table shipped in ``deeprepo/data/cwe_families.json``."""
-    text = resources.files("deeprepo").joinpath("data/cwe_families.json").read_text("utf-8")
-    return FamilyTable.from_json(json.loads(text))
 
 
 # ---------------------------------------------------------------------------- ground truth
 
 
+class PlaceDict(TypedDict):
+    """A place in the code: ``related`` entries of a cross-file bug."""
+
+    file: str
+    line: int
+
+
+class GroundTruthDict(TypedDict):
+    """One entry of ``ground_truth.json`` as :meth:`GroundTruthEntry.to_dict` writes it."""
+
+    id: str
+    file: str
+    start_line: int
+    end_line: int
+    cwe: str | None
+    acceptable_cwes: list[str]
+    kind: str
+    severity: str
+    description: str
+    vulnerable: bool
+    related: NotRequired[list[PlaceDict]]
+
+
 @dataclass(frozen=True)
 class GroundTruthEntry:
-    """One planted bug (``vulnerable``) or decoy (safe code that looks dangerous)."""
+    """One planted bug (``vulnerable``) or decoy (safe code that looks dangerous).
+    ``related`` holds, for a cross-file bug, the ``(file, line)`` places where the
+    untrusted value enters."""
 
     id: str
     file: str
@@ -135,54 +81,78 @@ class GroundTruthEntry:
     severity: str = "medium"
     description: str = ""
     vulnerable: bool = True
+    related: tuple[tuple[str, int], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["acceptable_cwes"] = list(self.acceptable_cwes)
+    def to_dict(self) -> GroundTruthDict:
+        d: GroundTruthDict = {
+            "id": self.id,
+            "file": self.file,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "cwe": self.cwe,
+            "acceptable_cwes": list(self.acceptable_cwes),
+            "kind": self.kind,
+            "severity": self.severity,
+            "description": self.description,
+            "vulnerable": self.vulnerable,
+        }
+        if self.related:
+            d["related"] = [{"file": f, "line": n} for f, n in self.related]
         return d
 
 
-def _entries_list(data: object, source: str) -> list[Any]:
-    if isinstance(data, dict) and isinstance(data.get("entries"), list):
+def _entries_list(data: object, source: str) -> list[object]:
+    if isinstance(data, Mapping) and isinstance(data.get("entries"), list):
         return list(data["entries"])
-    if isinstance(data, list):
-        return data
+    if isinstance(data, list | tuple):
+        return list(data)
     raise UsageError(f"{source}: expected a JSON list of entries or an object with 'entries'.")
 
 
 def parse_ground_truth(data: object, source: str = "ground truth") -> list[GroundTruthEntry]:
-    """Entries from parsed JSON: a list, or ``{"entries": [...]}``."""
+    """Entries from parsed JSON: a list, or ``{"entries": [...]}``. Items that are
+    already :class:`GroundTruthEntry` are kept as they are, so every caller may pass
+    what it holds: this is the one reader of ground truth."""
     out: list[GroundTruthEntry] = []
     for i, d in enumerate(_entries_list(data, source)):
-        try:
-            start = int(d.get("start_line", d.get("line")))
-            end = int(d.get("end_line", start))
-            file = str(d["file"]).strip().removeprefix("./")
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise UsageError(
-                f"{source}: entry {i} needs 'file' and an integer 'start_line' ({e!r})."
-            ) from None
-        acceptable = tuple(
-            c for c in (normalize_cwe(x) for x in d.get("acceptable_cwes") or []) if c
-        )
-        vulnerable = d.get("vulnerable", True)
-        out.append(
-            GroundTruthEntry(
-                id=str(d.get("id") or f"gt-{i}"),
-                file=file,
-                start_line=max(1, start),
-                end_line=max(start, end),
-                cwe=normalize_cwe(d.get("cwe")),
-                acceptable_cwes=acceptable,
-                kind=str(d.get("kind") or ""),
-                severity=str(d.get("severity") or "medium"),
-                description=str(d.get("description") or ""),
-                vulnerable=vulnerable
-                if isinstance(vulnerable, bool)
-                else str(vulnerable).strip().lower() in ("true", "1", "yes"),
-            )
-        )
+        out.append(d if isinstance(d, GroundTruthEntry) else _entry(i, d, source))
     return out
+
+
+def _entry(i: int, d: object, source: str) -> GroundTruthEntry:
+    if not isinstance(d, Mapping):
+        raise UsageError(f"{source}: entry {i} is not a JSON object.")
+    try:
+        start = int(d.get("start_line", d.get("line")))
+        end = int(d.get("end_line", start))
+        file = str(d["file"]).strip().removeprefix("./")
+        related = tuple(
+            (str(r["file"]).strip().removeprefix("./"), int(r["line"]))
+            for r in d.get("related") or ()
+            if isinstance(r, Mapping) and "file" in r and "line" in r
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UsageError(
+            f"{source}: entry {i} needs 'file' and an integer 'start_line', and each "
+            f"'related' place an integer 'line' ({e!r})."
+        ) from None
+    acceptable = tuple(c for c in (normalize_cwe(x) for x in d.get("acceptable_cwes") or []) if c)
+    vulnerable = d.get("vulnerable", True)
+    return GroundTruthEntry(
+        id=str(d.get("id") or f"gt-{i}"),
+        file=file,
+        start_line=max(1, start),
+        end_line=max(start, end),
+        cwe=normalize_cwe(d.get("cwe")),
+        acceptable_cwes=acceptable,
+        kind=str(d.get("kind") or ""),
+        severity=str(d.get("severity") or "medium"),
+        description=str(d.get("description") or ""),
+        vulnerable=vulnerable
+        if isinstance(vulnerable, bool)
+        else str(vulnerable).strip().lower() in ("true", "1", "yes"),
+        related=related,
+    )
 
 
 def _read_json(path: Path, what: str) -> object:
@@ -303,7 +273,7 @@ class Score(Counts):
     unmatched: tuple[Unmatched, ...] = ()
     missed: tuple[GroundTruthEntry, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """JSON-able summary with the pairs, false positives and missed entries."""
         return {
             **self.rates(),
@@ -359,14 +329,18 @@ def _distance(f: Finding, e: GroundTruthEntry, tolerance: int) -> int:
     return max(0, e.start_line - f_end, f.start_line - e.end_line)
 
 
+# (sort key: distance, inexact CWE, start-line gap, entry index), entry index, exact CWE
+_Candidate = tuple[tuple[int, int, int, int], int, bool]
+
+
 def _candidates(
     findings: list[Finding], entries: list[GroundTruthEntry], tolerance: int, table: FamilyTable
-) -> dict[int, list[tuple[tuple[int, int, int, int], int, bool]]]:
+) -> dict[int, list[_Candidate]]:
     """finding index → [(sort key, entry index, exact)] of entries it may match, nearest first."""
     by_file: dict[str, list[int]] = defaultdict(list)
     for j, e in enumerate(entries):
         by_file[e.file].append(j)
-    out: dict[int, list[tuple[tuple[int, int, int, int], int, bool]]] = {}
+    out: dict[int, list[_Candidate]] = {}
     for i, f in enumerate(findings):
         cands = []
         for j in by_file.get(f.file.removeprefix("./"), ()):
@@ -384,7 +358,7 @@ def _candidates(
     return out
 
 
-def _max_matching(n_findings: int, cands: dict[int, list[tuple[Any, int, bool]]]) -> dict[int, int]:
+def _max_matching(n_findings: int, cands: dict[int, list[_Candidate]]) -> dict[int, int]:
     """Greedy by distance, then augmenting paths (Kuhn) for a maximum one-to-one matching."""
     edges = sorted((key, i, j) for i, cs in cands.items() for key, j, _ in cs)
     f_to_e: dict[int, int] = {}

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from deeprepo.base.chat import ChatRequest, Completion, Message, Usage
+from deeprepo.base.chat import ChatRequest, Completion, Message, Role, Usage
 from deeprepo.base.errors import ProviderError
 from deeprepo.base.prompts import (
     FILE_AUDIT_INSTRUCTIONS,
@@ -113,7 +113,7 @@ class LocalModel:
         self,
         info: LocalModelInfo,
         *,
-        role: str,
+        role: Role,
         env: Mapping[str, str] | None = None,
         timeout_s: float = 1800.0,
     ) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.records import StopReason
 from deeprepo.codebase.scope import SCOPES
 from deeprepo.findings.coverage import CoverageIndex
 
@@ -125,7 +126,7 @@ def shortfall(
     *,
     unaudited: int,
     answered: bool,
-    stop_reason: str,
+    stop_reason: StopReason,
     stop_detail: str,
     stats: DispatchStats,
 ) -> str:

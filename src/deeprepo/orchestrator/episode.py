@@ -19,7 +19,7 @@ from deeprepo.base import prompts
 from deeprepo.base.chat import ChatModel, ChatRequest, Message
 from deeprepo.base.errors import BudgetExceeded, ProviderError, SandboxError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
-from deeprepo.base.records import RunResult, Turn
+from deeprepo.base.records import RunResult, StopReason, Turn
 from deeprepo.codebase.model import Codebase
 from deeprepo.findings.coverage import prompt_lines
 from deeprepo.orchestrator.audit import (
@@ -178,7 +178,8 @@ class Episode:
         turns: list[Turn] = []
         findings: list[Finding] = []
         answer: dict[str, Any] = {"content": "", "ready": False}
-        stop_reason, stop_detail = "max_turns", ""
+        stop_reason: StopReason = "max_turns"
+        stop_detail = ""
         kernel = await Kernel.start(
             self._payload(),
             self._llm_handler,
@@ -432,9 +433,9 @@ class Episode:
         for row in self.ledger.rows():
             if row.role != "root":
                 continue
-            inp += row.input_tokens
-            out += row.output_tokens
-            cr += row.cache_read_tokens
-            cw += row.cache_write_tokens
+            inp += row.usage.input_tokens
+            out += row.usage.output_tokens
+            cr += row.usage.cache_read_tokens
+            cw += row.usage.cache_write_tokens
             cost = None if cost is None or row.cost_usd is None else cost + row.cost_usd
         return inp, out, cr, cw, cost

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 
 from deeprepo.base.finding import SEVERITIES, Finding
+from deeprepo.base.records import StopReason
 
 
 def salvage_report(
-    findings: list[Finding], stop_reason: str, stop_detail: str, partial: str = ""
+    findings: list[Finding], stop_reason: StopReason, stop_detail: str, partial: str = ""
 ) -> str:
     """Build an answer from the findings recorded so far, marked incomplete."""
     lines = [

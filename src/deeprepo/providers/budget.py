@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from deeprepo.base.chat import Role
 from deeprepo.base.errors import BudgetExceeded
 from deeprepo.providers.ledger import Ledger
 
@@ -92,7 +93,7 @@ class Budget:
                 spent_usd=spent,
             )
 
-    def acquire(self, role: str, *, retry: bool = False) -> None:
+    def acquire(self, role: Role, *, retry: bool = False) -> None:
         """Allow one call by ``role`` or raise :class:`BudgetExceeded`.
 
         A sub-call counts once, when first started; ``retry=True`` marks a further

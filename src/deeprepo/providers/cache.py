@@ -89,12 +89,7 @@ class ResponseCache:
             "model": completion.model,
             "finish_reason": completion.finish_reason,
             "reported_cost_usd": completion.reported_cost_usd,
-            "usage": {
-                "input_tokens": completion.usage.input_tokens,
-                "output_tokens": completion.usage.output_tokens,
-                "cache_read_tokens": completion.usage.cache_read_tokens,
-                "cache_write_tokens": completion.usage.cache_write_tokens,
-            },
+            "usage": completion.usage.to_dict(),
         }
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
@@ -126,15 +121,12 @@ def _completion_from(data: dict[str, Any]) -> Completion:
     if data.get("v") != _FORMAT or not isinstance(data.get("text"), str):
         raise ValueError("not a cache entry of this format")
     u = data.get("usage") or {}
+    if not isinstance(u, dict):
+        raise ValueError("the entry's usage is not an object")
     cost = data.get("reported_cost_usd")
     return Completion(
         text=data["text"],
-        usage=Usage(
-            int(u.get("input_tokens", 0)),
-            int(u.get("output_tokens", 0)),
-            int(u.get("cache_read_tokens", 0)),
-            int(u.get("cache_write_tokens", 0)),
-        ),
+        usage=Usage.from_dict(u),
         model=str(data.get("model") or ""),
         finish_reason=data.get("finish_reason"),
         reported_cost_usd=None if cost is None else float(cost),

@@ -13,19 +13,30 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypedDict
 
-from deeprepo.base.chat import Usage
+from deeprepo.base.chat import Role, Usage, UsageRowDict, parse_role, read_count
 
-__all__ = ["LLMCall", "Ledger", "UsageRow"]
+__all__ = ["LLMCall", "Ledger", "LedgerDict", "UsageRow"]
+
+
+class LedgerDict(TypedDict):
+    """:meth:`Ledger.to_dict`: the rows and the totals."""
+
+    rows: list[UsageRowDict]
+    total_cost_usd: float | None
+    known_cost_usd: float
+    unpriced_calls: int
+    sub_calls: int
 
 
 @dataclass(frozen=True)
 class LLMCall:
     """One model reply as billed. ``cost_usd`` is None when the price is unknown."""
 
-    role: str
+    role: Role
     model: str
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
@@ -39,28 +50,82 @@ class LLMCall:
 class UsageRow:
     """Sums for one (role, model). ``calls`` counts recorded replies (cached ones
     included); ``failed_calls`` those of them that were rejected; ``failed_requests``
-    the requests that failed for good without a billed reply."""
+    the requests that failed for good without a billed reply. ``cost_usd`` is None as
+    soon as one summed call's price is unknown."""
 
-    role: str
+    role: Role
     model: str
     calls: int = 0
     cached_calls: int = 0
     failed_calls: int = 0
     failed_requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = 0.0
 
-    @property
-    def usage(self) -> Usage:
-        return Usage(
-            self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens
+    @classmethod
+    def of_call(cls, call: LLMCall) -> UsageRow:
+        """The row of one recorded reply."""
+        return cls(
+            call.role,
+            call.model,
+            calls=1,
+            cached_calls=int(call.cached),
+            failed_calls=int(call.error is not None),
+            usage=call.usage,
+            cost_usd=call.cost_usd,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def __add__(self, other: UsageRow) -> UsageRow:
+        """The sums of both rows, under this row's role and model."""
+        cost = (
+            None
+            if self.cost_usd is None or other.cost_usd is None
+            else self.cost_usd + other.cost_usd
+        )
+        return UsageRow(
+            self.role,
+            self.model,
+            self.calls + other.calls,
+            self.cached_calls + other.cached_calls,
+            self.failed_calls + other.failed_calls,
+            self.failed_requests + other.failed_requests,
+            self.usage + other.usage,
+            cost,
+        )
+
+    def to_dict(self) -> UsageRowDict:
+        """The JSON row, its keys in the order every file writes them."""
+        return {
+            "role": self.role,
+            "model": self.model,
+            "calls": self.calls,
+            "cached_calls": self.cached_calls,
+            "failed_calls": self.failed_calls,
+            "failed_requests": self.failed_requests,
+            **self.usage.to_dict(),
+            "cost_usd": self.cost_usd,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> UsageRow:
+        """A row read back from JSON or the run log. Missing counts are 0 and a missing
+        cost is 0.0; a wrong type raises ``ValueError`` naming the field."""
+        role, model = parse_role(d.get("role")), d.get("model")
+        if not isinstance(model, str):
+            raise ValueError(f"a usage row needs a string model, got {model!r}")
+        cost = d.get("cost_usd", 0.0)
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
+            raise ValueError(f"cost_usd must be a number or null, got {cost!r}")
+        return cls(
+            role,
+            model,
+            read_count(d, "calls"),
+            read_count(d, "cached_calls"),
+            read_count(d, "failed_calls"),
+            read_count(d, "failed_requests"),
+            Usage.from_dict(d),
+            None if cost is None else float(cost),
+        )
 
 
 class Ledger:
@@ -74,7 +139,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._calls: list[LLMCall] = []
         # (role, model) -> requests that failed for good without a reply.
-        self._failures: dict[tuple[str, str], int] = {}
+        self._failures: dict[tuple[Role, str], int] = {}
         self._known_cost = 0.0
         self._unknown_cost_calls = 0
 
@@ -89,7 +154,7 @@ class Ledger:
         if self.parent is not None:
             self.parent.record(call)
 
-    def record_failure(self, role: str, model: str) -> None:
+    def record_failure(self, role: Role, model: str) -> None:
         """Count a request that failed for good without any billed reply."""
         with self._lock:
             key = (role, model)
@@ -111,23 +176,17 @@ class Ledger:
         with self._lock:
             calls = list(self._calls)
             failures = dict(self._failures)
-        acc: dict[tuple[str, str], dict[str, Any]] = {}
+        acc: dict[tuple[Role, str], UsageRow] = {}
         for c in calls:
-            a = acc.setdefault((c.role, c.model), _empty_row())
-            a["calls"] += 1
-            a["cached_calls"] += int(c.cached)
-            a["failed_calls"] += int(c.error is not None)
-            a["input_tokens"] += c.usage.input_tokens
-            a["output_tokens"] += c.usage.output_tokens
-            a["cache_read_tokens"] += c.usage.cache_read_tokens
-            a["cache_write_tokens"] += c.usage.cache_write_tokens
-            if a["cost_usd"] is not None:
-                a["cost_usd"] = None if c.cost_usd is None else a["cost_usd"] + c.cost_usd
-        for key, n in failures.items():
-            acc.setdefault(key, _empty_row())["failed_requests"] += n
-        return [UsageRow(role, model, **a) for (role, model), a in acc.items()]
+            row = UsageRow.of_call(c)
+            key = (c.role, c.model)
+            acc[key] = acc[key] + row if key in acc else row
+        for (role, model), n in failures.items():
+            row = UsageRow(role, model, failed_requests=n)
+            acc[(role, model)] = acc[(role, model)] + row if (role, model) in acc else row
+        return list(acc.values())
 
-    def usage(self, role: str | None = None) -> Usage:
+    def usage(self, role: Role | None = None) -> Usage:
         """Summed tokens, of one role or of all."""
         total = Usage()
         for c in self.calls():
@@ -150,12 +209,12 @@ class Ledger:
         with self._lock:
             return sum(1 for c in self._calls if c.role == "sub")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> LedgerDict:
         """JSON-ready summary: rows, totals and the count of unpriced calls."""
         with self._lock:
             unknown = self._unknown_cost_calls
         return {
-            "rows": [asdict(r) for r in self.rows()],
+            "rows": [r.to_dict() for r in self.rows()],
             "total_cost_usd": self.total_cost(),
             "known_cost_usd": self.known_cost(),
             "unpriced_calls": unknown,
@@ -165,17 +224,3 @@ class Ledger:
     def to_json(self, *, indent: int | None = None) -> str:
         """:meth:`to_dict` as a JSON string."""
         return json.dumps(self.to_dict(), indent=indent)
-
-
-def _empty_row() -> dict[str, Any]:
-    return {
-        "calls": 0,
-        "cached_calls": 0,
-        "failed_calls": 0,
-        "failed_requests": 0,
-        "input_tokens": 0,
-        "output_tokens": 0,
-        "cache_read_tokens": 0,
-        "cache_write_tokens": 0,
-        "cost_usd": 0.0,
-    }

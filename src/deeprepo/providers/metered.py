@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from deeprepo.base.chat import ChatModel, ChatRequest, Completion, Usage
+from deeprepo.base.chat import ChatModel, ChatRequest, Completion, Role, Usage
 from deeprepo.base.errors import BudgetExceeded, ProviderError, ProviderUnreachable
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
@@ -52,7 +52,7 @@ class MeteredModel:
     def __init__(
         self,
         model: ChatModel,
-        role: str,
+        role: Role,
         ledger: Ledger,
         prices: PriceTable,
         budget: Budget | None = None,

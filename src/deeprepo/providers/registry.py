@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from deeprepo.base.chat import ChatModel
+from deeprepo.base.chat import ChatModel, Role
 from deeprepo.base.errors import ConfigError, MissingKeyError
 from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.spec import ModelSpec
@@ -39,7 +39,7 @@ OFFLINE_MODELS = ("scripted/expert", "static")
 class BuildContext:
     """What a built-in provider's factory is given besides the spec."""
 
-    role: str
+    role: Role
     env: Mapping[str, str]
     timeout_s: float = 600.0
     #: Options of the built-in model (``codebase=`` for the static worker, ``ground_truth=``
@@ -88,7 +88,7 @@ register_provider(BuiltinProvider("hf", _build_hf))
 def build_model(
     spec: ModelSpec,
     *,
-    role: str,
+    role: Role,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 600.0,
     max_connections: int = 256,

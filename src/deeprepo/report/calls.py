@@ -17,14 +17,14 @@ import os
 import threading
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from deeprepo.base.chat import ChatRequest
+from deeprepo.base.chat import ChatRequest, Role, UsageDict
+from deeprepo.base.closing import Closing
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
-__all__ = ["TEXT_LIMIT", "CallLog", "read_calls"]
+__all__ = ["TEXT_LIMIT", "CallDict", "CallLog", "read_calls"]
 
 #: Characters kept of each prompt and each reply.
 TEXT_LIMIT = 32 * 1024
@@ -36,7 +36,26 @@ def _cut(text: str | None) -> tuple[str | None, bool]:
     return text[:TEXT_LIMIT], True
 
 
-class CallLog:
+class CallDict(UsageDict):
+    """One line of ``calls.jsonl`` as written (docs/outputs.md)."""
+
+    seq: int
+    turn: int
+    t: float
+    role: Role
+    model: str
+    system: str | None
+    prompt: str | None
+    response: str | None
+    cost_usd: float | None
+    latency_s: float
+    cached: bool
+    error: str | None
+    finish_reason: str | None
+    truncated: bool
+
+
+class CallLog(Closing):
     """Appends call records to ``path``; ``turn`` is the root turn calls now belong to.
 
     Used as the ``on_call`` hook of both metered models of a run (thread-safe: sub-calls
@@ -67,7 +86,7 @@ class CallLog:
             if self._fh.closed:
                 return
             self._seq += 1
-            record: dict[str, Any] = {
+            record: CallDict = {
                 "seq": self._seq,
                 "turn": self.turn,
                 "t": round(max(0.0, time.time() - call.latency_s - self._t0), 4),
@@ -76,10 +95,7 @@ class CallLog:
                 "system": system,
                 "prompt": prompt,
                 "response": reply,
-                "input_tokens": call.usage.input_tokens,
-                "output_tokens": call.usage.output_tokens,
-                "cache_read_tokens": call.usage.cache_read_tokens,
-                "cache_write_tokens": call.usage.cache_write_tokens,
+                **call.usage.to_dict(),
                 "cost_usd": call.cost_usd,
                 "latency_s": round(call.latency_s, 4),
                 "cached": call.cached,
@@ -115,17 +131,6 @@ class CallLog:
         with self._lock:
             if not self._fh.closed:
                 self._fh.close()
-
-    def __enter__(self) -> CallLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def read_calls(path: Path) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from deeprepo.base.jsonl import record_lines
+from deeprepo.base.closing import Closing
+from deeprepo.base.jsonl import read_objects
 from deeprepo.base.records import Turn
 
 RUN_FILES = (
@@ -28,7 +28,7 @@ RUN_FILES = (
 )
 
 
-class TrajectoryWriter:
+class TrajectoryWriter(Closing):
     """Append-only JSON-lines log: a ``start`` record, one ``turn`` per turn, an ``end``."""
 
     def __init__(self, path: Path) -> None:
@@ -57,29 +57,10 @@ class TrajectoryWriter:
         if not self._fh.closed:
             self._fh.close()
 
-    def __enter__(self) -> TrajectoryWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
     """Read back every complete record (a torn last line from a crash is ignored)."""
-    records: list[dict[str, Any]] = []
-    for line in record_lines(path.read_text(encoding="utf-8", errors="replace")):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
+    return read_objects(path.read_text(encoding="utf-8", errors="replace"))[0]
 
 
 def drop_torn_tail(path: Path) -> int:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import ChatModel
+from deeprepo.base.chat import ChatModel, UsageRowDict
 from deeprepo.base.prompts import FILE_HEADER_RE
 from deeprepo.base.records import Turn
 from deeprepo.base.textsafe import escape_name
@@ -301,7 +301,7 @@ def _log_start(
     )
 
 
-def _ledger_rows(ledger: Ledger) -> list[dict[str, Any]]:
+def _ledger_rows(ledger: Ledger) -> list[UsageRowDict]:
     return [row.to_dict() for row in ledger.rows()]
 
 

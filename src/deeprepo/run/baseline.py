@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.base.chat import ChatRequest, Message, Usage
 from deeprepo.base.errors import BudgetExceeded, ProviderError, UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
 from deeprepo.base.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
-from deeprepo.base.records import RunResult, Turn
+from deeprepo.base.records import RunResult, StopReason, Turn
 from deeprepo.base.version import VERSION
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
@@ -245,7 +245,8 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         offline=spec.is_builtin,
     )
     started = time.monotonic()
-    reply, stop_reason, stop_detail = "", "answer_ready", ""
+    reply, stop_detail = "", ""
+    stop_reason: StopReason = "answer_ready"
     completed = False  # the model answered the call (its reply may still be empty)
     try:
         completion = await model.complete(
@@ -266,8 +267,9 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         replace(f, scope=codebase.scope_of(f.file))
         for f in parse_baseline_findings(reply, set(included))
     ]
-    rows = [row.to_dict() for row in ledger.rows()]
-    root = next((r for r in rows if r["role"] == "root"), None)
+    rows = ledger.rows()
+    root = next((r for r in rows if r.role == "root"), None)
+    used = root.usage if root else Usage()
     turn = Turn(
         index=1,
         reply=reply,
@@ -277,11 +279,11 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         sub_calls=0,
         findings_added=len(findings),
         answer_ready=bool(reply.strip()),
-        input_tokens=root["input_tokens"] if root else 0,
-        output_tokens=root["output_tokens"] if root else 0,
-        cache_read_tokens=root["cache_read_tokens"] if root else 0,
-        cache_write_tokens=root["cache_write_tokens"] if root else 0,
-        cost_usd=root["cost_usd"] if root else 0.0,
+        input_tokens=used.input_tokens,
+        output_tokens=used.output_tokens,
+        cache_read_tokens=used.cache_read_tokens,
+        cache_write_tokens=used.cache_write_tokens,
+        cost_usd=root.cost_usd if root else 0.0,
         seconds=time.monotonic() - started,
     )
     incomplete = not reply.strip()
@@ -298,7 +300,7 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         sub_calls=0,
         files_covered=audited,
         coverable_files=len(codebase.files),
-        usage=rows,
+        usage=[row.to_dict() for row in rows],
         total_cost_usd=ledger.total_cost(),
         wall_seconds=time.monotonic() - started,
         root_model=spec.name,

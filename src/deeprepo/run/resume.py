@@ -26,7 +26,7 @@ from typing import Any
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
 from deeprepo.base.records import Turn
-from deeprepo.providers.ledger import Ledger, LLMCall
+from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 from deeprepo.run.options import LIMIT_FIELDS, AnalyzeOptions
 from deeprepo.run.wiring import RunLimits
@@ -54,7 +54,7 @@ class SavedRun:
     run_dir: Path
     start: dict[str, Any]
     turns: list[Turn]
-    ledger: list[dict[str, Any]]  # usage rows as they stood after the last completed turn
+    ledger: list[UsageRow]  # usage rows as they stood after the last completed turn
     ended: dict[str, Any] | None  # the ``end`` record, when the run stopped for good
 
     @property
@@ -79,37 +79,21 @@ class SavedRun:
         ``failed_calls`` right, so totals and budgets go on from where the run was.
         """
         for row in self.ledger:
-            role, model = str(row.get("role", "")), str(row.get("model", ""))
-            calls, cached, failed = (
-                int(row.get(k) or 0) for k in ("calls", "cached_calls", "failed_calls")
-            )
-            usage = Usage(
-                *(
-                    int(row.get(k) or 0)
-                    for k in (
-                        "input_tokens",
-                        "output_tokens",
-                        "cache_read_tokens",
-                        "cache_write_tokens",
-                    )
-                )
-            )
-            cost = row.get("cost_usd")
-            kinds = ["billed"] * max(0, calls - cached - failed) + ["failed"] * failed
-            kinds += ["cached"] * cached
+            kinds = ["billed"] * max(0, row.calls - row.cached_calls - row.failed_calls)
+            kinds += ["failed"] * row.failed_calls + ["cached"] * row.cached_calls
             for i, kind in enumerate(kinds):
                 ledger.record(
                     LLMCall(
-                        role,
-                        model,
-                        usage if i == 0 else Usage(),
-                        (None if cost is None else float(cost)) if i == 0 else 0.0,
+                        row.role,
+                        row.model,
+                        row.usage if i == 0 else Usage(),
+                        row.cost_usd if i == 0 else 0.0,
                         cached=kind == "cached",
                         error="failed before the run was resumed" if kind == "failed" else None,
                     )
                 )
-            for _ in range(int(row.get("failed_requests") or 0)):
-                ledger.record_failure(role, model)
+            for _ in range(row.failed_requests):
+                ledger.record_failure(row.role, row.model)
 
     def prepare_trajectory(self) -> None:
         """Cut a record the crash left half-written, so appended records stay whole."""
@@ -124,6 +108,15 @@ def _turn_from(record: dict[str, Any], path: Path) -> Turn:
     except TypeError as exc:
         raise UsageError(
             f"{path} holds a turn record deeprepo cannot read ({exc}); start a new run instead"
+        ) from None
+
+
+def _usage_row(row: dict[str, Any], path: Path) -> UsageRow:
+    try:
+        return UsageRow.from_dict(row)
+    except ValueError as exc:
+        raise UsageError(
+            f"{path} holds a usage row deeprepo cannot read ({exc}); start a new run instead"
         ) from None
 
 
@@ -150,7 +143,7 @@ def load_run(run_dir: Path) -> SavedRun:
             "again instead (completed calls are answered by the response cache)"
         )
     turns: list[Turn] = []
-    ledger: list[dict[str, Any]] = []
+    ledger: list[UsageRow] = []
     ended: dict[str, Any] | None = None
     for record in records[1:]:
         kind = record.get("type")
@@ -167,7 +160,7 @@ def load_run(run_dir: Path) -> SavedRun:
         elif kind == "resume":
             ended = None
         if kind in ("turn", "end") and isinstance(record.get("ledger"), list):
-            ledger = [row for row in record["ledger"] if isinstance(row, dict)]
+            ledger = [_usage_row(row, path) for row in record["ledger"] if isinstance(row, dict)]
     if ended is not None and ended.get("stop_reason") == "answer_ready":
         raise UsageError(
             f"the run in {run_dir} already finished with an answer; its report is "

@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from deeprepo.base.chat import ChatModel
+from deeprepo.base.chat import ChatModel, Role
 from deeprepo.base.errors import ConfigError, UsageError
 from deeprepo.orchestrator.episode import EpisodeConfig
 from deeprepo.providers.budget import Budget
@@ -143,7 +143,7 @@ def cache_for(spec: ModelSpec, cache: ResponseCache | None) -> ResponseCache | N
 
 def meter(
     model: ChatModel,
-    role: str,
+    role: Role,
     *,
     ledger: Ledger,
     prices: PriceTable,

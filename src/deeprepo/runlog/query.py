@@ -8,8 +8,9 @@ import socket
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from deeprepo.base.chat import TOKEN_KEYS, Usage
 from deeprepo.base.errors import UsageError
 from deeprepo.runlog.db import connect, log_path
 
@@ -23,7 +24,6 @@ __all__ = [
     "totals_by_model",
 ]
 
-_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 _BOOLEAN = ("offline", "answer_ready", "final_turn", "cached", "truncated")
 
 
@@ -150,19 +150,27 @@ def run_record(db: sqlite3.Connection, run_id: str) -> dict[str, Any]:
     return {"run": run, "usage": usage, "turns": turns, "calls": calls, "rollouts": rollouts}
 
 
-def totals_by_model(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+class Totals(NamedTuple):
+    """Tokens and cost of one (role, model); the cost is None once a price is unknown."""
+
+    usage: Usage
+    cost_usd: float | None
+
+
+def totals_by_model(rows: list[dict[str, Any]]) -> dict[tuple[str, str], Totals]:
     """Tokens and cost per (role, model) of usage rows or call records; a cost is None
-    as soon as one row's price is unknown (as in the ledger)."""
-    totals: dict[tuple[str, str], dict[str, Any]] = {}
+    as soon as one row's price is unknown (as in the ledger). A count of the wrong type
+    raises ``ValueError``."""
+    totals: dict[tuple[str, str], Totals] = {}
     for row in rows:
         key = (str(row.get("role")), str(row.get("model")))
-        t = totals.setdefault(key, {**dict.fromkeys(_TOKENS, 0), "cost_usd": 0.0})
-        for k in _TOKENS:
-            t[k] += int(row.get(k) or 0)
-        cost = row.get("cost_usd")
-        if cost is None and row.get("error") and not any(row.get(k) for k in _TOKENS):
-            continue  # a request that failed without a reply: nobody billed it
-        t["cost_usd"] = None if cost is None or t["cost_usd"] is None else t["cost_usd"] + cost
+        usage, cost = Usage.from_dict(row), row.get("cost_usd")
+        t = totals.get(key, Totals(Usage(), 0.0))
+        if cost is None and row.get("error") and usage == Usage():
+            totals[key] = t  # a request that failed without a reply: nobody billed it
+            continue
+        summed = None if cost is None or t.cost_usd is None else t.cost_usd + float(cost)
+        totals[key] = Totals(t.usage + usage, summed)
     return totals
 
 
@@ -170,8 +178,11 @@ def ledger_check(usage: list[dict[str, Any]], calls: list[dict[str, Any]]) -> li
     """How the call records differ from the ledger, per (role, model); ``[]`` when they agree:
     as many records as the ledger's ``calls`` plus ``failed_requests``, the same tokens, and
     the same cost (to 1e-9 USD: the sums are taken in another order)."""
+    try:
+        ledger, summed = totals_by_model(usage), totals_by_model(calls)
+    except ValueError as exc:
+        return [f"a record cannot be read ({exc})"]
     problems: list[str] = []
-    ledger, summed = totals_by_model(usage), totals_by_model(calls)
     counted: dict[tuple[str, str], int] = {}
     for c in calls:
         key = (str(c.get("role")), str(c.get("model")))
@@ -181,19 +192,18 @@ def ledger_check(usage: list[dict[str, Any]], calls: list[dict[str, Any]]) -> li
         + int(u.get("failed_requests") or 0)
         for u in usage
     }
+    nothing = Totals(Usage(), 0.0)
     for key in sorted(set(ledger) | set(summed)):
         name = f"{key[0]} {key[1]}"
         if counted.get(key, 0) != expected.get(key, 0):
             problems.append(
                 f"{name}: {counted.get(key, 0)} call records, the ledger counts {expected.get(key, 0)}"
             )
-        a, b = ledger.get(key, {}), summed.get(key, {})
-        for k in _TOKENS:
-            if a.get(k, 0) != b.get(k, 0):
-                problems.append(
-                    f"{name}: {k} {b.get(k, 0):,} in the calls, {a.get(k, 0):,} in the ledger"
-                )
-        ca, cb = a.get("cost_usd", 0.0), b.get("cost_usd", 0.0)
+        a, b = ledger.get(key, nothing), summed.get(key, nothing)
+        for k, x, y in zip(TOKEN_KEYS, a.usage.counts(), b.usage.counts(), strict=True):
+            if x != y:
+                problems.append(f"{name}: {k} {y:,} in the calls, {x:,} in the ledger")
+        ca, cb = a.cost_usd, b.cost_usd
         if (ca is None) != (cb is None) or (
             ca is not None and cb is not None and abs(ca - cb) > 1e-9
         ):

@@ -24,90 +24,30 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from deeprepo.base.version import VERSION
+from deeprepo.providers.ledger import UsageRow
 from deeprepo.report.calls import read_calls
-from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog.db import connect, log_path, write
+from deeprepo.runlog.rows import (
+    CALL_COLUMNS,
+    ROLLOUT_COLUMNS,
+    TURN_COLUMNS,
+    USAGE_COLUMNS,
+    call_row,
+    eval_status,
+    insert_sql,
+    read_turns,
+    rollout_row,
+    run_summary,
+    summed_tokens,
+    turn_row,
+    usage_row,
+)
 
 T = TypeVar("T")
 
-__all__ = [
-    "NO_LOG_ENV",
-    "RunLogWarning",
-    "RunRecorder",
-    "logging_disabled",
-    "read_turns",
-    "run_status",
-]
+__all__ = ["NO_LOG_ENV", "RunLogWarning", "RunRecorder", "logging_disabled"]
 
 NO_LOG_ENV = "DEEPREPO_NO_LOG"
-
-_TURN_COLUMNS = (
-    "idx",
-    "reply",
-    "code_blocks",
-    "output",
-    "error",
-    "sub_calls",
-    "findings_added",
-    "answer_ready",
-    "final_turn",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "seconds",
-)
-_CALL_COLUMNS = (
-    "n",
-    "seq",
-    "turn",
-    "t",
-    "role",
-    "model",
-    "system",
-    "prompt",
-    "response",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "latency_s",
-    "cached",
-    "error",
-    "finish_reason",
-    "truncated",
-)
-_USAGE_COLUMNS = (
-    "role",
-    "model",
-    "calls",
-    "cached_calls",
-    "failed_calls",
-    "failed_requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-)
-_ROLLOUT_COLUMNS = (
-    "example_id",
-    "rollout",
-    "reward",
-    "parts",
-    "num_turns",
-    "stop_condition",
-    "stop_reason",
-    "sub_calls",
-    "findings",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "seconds",
-)
-_TOKENS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 class RunLogWarning(UserWarning):
@@ -121,95 +61,6 @@ def logging_disabled(env: Mapping[str, str]) -> bool:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def run_status(metrics: Mapping[str, Any]) -> str:
-    """``complete``, ``incomplete``, ``failed`` or ``interrupted``, by the rule of the exit
-    code (``cli.exits.for_result``): a run whose every worker call failed analysed nothing."""
-    stop = metrics.get("stop_reason")
-    if stop == "interrupted":
-        return "interrupted"
-    answered, failed = int(metrics.get("sub_calls") or 0), int(metrics.get("sub_calls_failed") or 0)
-    if stop == "error" or (answered == 0 and failed > 0):
-        return "failed"
-    return "complete" if metrics.get("complete") else "incomplete"
-
-
-def read_turns(run_dir: Path) -> list[dict[str, Any]]:
-    """The ``turn`` records of the run's trajectory (those after its last ``start``)."""
-    path = run_dir / "trajectory.jsonl"
-    records = read_trajectory(path) if path.is_file() else []
-    starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
-    if starts:
-        records = records[starts[-1] :]
-    turns: dict[int, dict[str, Any]] = {}
-    for r in records:
-        if r.get("type") == "turn" and isinstance(r.get("index"), int):
-            turns[r["index"]] = r  # a resumed run cannot repeat an index; if it did, last wins
-    return [turns[i] for i in sorted(turns)]
-
-
-def _turn_row(run_id: str, t: Mapping[str, Any]) -> tuple[Any, ...]:
-    values = dict(t, idx=t.get("index"), code_blocks=json.dumps(t.get("code_blocks") or []))
-    for flag in ("answer_ready", "final_turn"):
-        values[flag] = int(bool(values.get(flag)))
-    return (run_id, *(values.get(c) for c in _TURN_COLUMNS))
-
-
-def _call_row(run_id: str, n: int, c: Mapping[str, Any]) -> tuple[Any, ...]:
-    values = dict(c, n=n)
-    for flag in ("cached", "truncated"):
-        values[flag] = int(bool(values.get(flag)))
-    return (run_id, *(values.get(col) for col in _CALL_COLUMNS))
-
-
-def _eval_status(rollouts: int, failed: int) -> str:
-    """An evaluation is complete when every rollout ran; failed when none did."""
-    if rollouts and failed == rollouts:
-        return "failed"
-    return "incomplete" if failed or not rollouts else "complete"
-
-
-def _rollout_row(run_id: str | None, r: Mapping[str, Any]) -> tuple[Any, ...]:
-    values = dict(
-        r,
-        parts=json.dumps(r.get("parts") or {}),
-        cost_usd=r.get("total_cost_usd"),
-        seconds=r.get("generation_seconds"),
-    )
-    return (run_id, *(values.get(c) for c in _ROLLOUT_COLUMNS))
-
-
-def _insert(table: str, columns: tuple[str, ...]) -> str:
-    names = ", ".join(("run_id", *columns))
-    marks = ", ".join("?" * (len(columns) + 1))
-    return f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})"
-
-
-def _summary(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``runs`` columns that come from ``metrics.json``."""
-    usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
-    return {
-        "status": run_status(metrics),
-        "stop_reason": metrics.get("stop_reason"),
-        "stop_detail": metrics.get("stop_detail"),
-        "incomplete_reason": metrics.get("incomplete_reason"),
-        "turns": metrics.get("turns"),
-        "sub_calls": metrics.get("sub_calls"),
-        "sub_calls_refused": metrics.get("sub_calls_refused"),
-        "sub_calls_failed": metrics.get("sub_calls_failed"),
-        "findings": metrics.get("findings"),
-        "findings_headline": metrics.get("findings_headline"),
-        "files_audited": metrics.get("files_covered"),
-        "files_to_audit": metrics.get("coverable_files"),
-        **{k: sum(int(u.get(k) or 0) for u in usage) for k in _TOKENS},
-        "cost_usd": metrics.get("total_cost_usd"),
-        "wall_seconds": metrics.get("wall_seconds"),
-        "root_model": metrics.get("root_model"),
-        "sub_model": metrics.get("sub_model"),
-        "offline": None if metrics.get("offline") is None else int(bool(metrics["offline"])),
-        "metrics": json.dumps(metrics, ensure_ascii=False),
-    }
 
 
 class RunRecorder:
@@ -326,7 +177,7 @@ class RunRecorder:
                 raise ValueError(f"{run_dir / 'metrics.json'} is not a JSON object")
             turns = read_turns(run_dir)
             calls = read_calls(run_dir / "calls.jsonl")
-            summary = {**_summary(metrics), "ended_at": _now()}
+            summary = {**run_summary(metrics), "ended_at": _now()}
             db = connect(self.path)
             try:
                 with write(db):
@@ -358,16 +209,13 @@ class RunRecorder:
             )
         for table in ("turns", "calls", "usage"):  # a resumed run is copied whole again
             db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
-        db.executemany(_insert("turns", _TURN_COLUMNS), (_turn_row(run_id, t) for t in turns))
+        db.executemany(insert_sql("turns", TURN_COLUMNS), (turn_row(run_id, t) for t in turns))
         db.executemany(
-            _insert("calls", _CALL_COLUMNS),
-            (_call_row(run_id, n, c) for n, c in enumerate(calls, 1)),
+            insert_sql("calls", CALL_COLUMNS),
+            (call_row(run_id, n, c) for n, c in enumerate(calls, 1)),
         )
-        usage = [u for u in metrics.get("usage") or [] if isinstance(u, dict)]
-        db.executemany(
-            _insert("usage", _USAGE_COLUMNS),
-            ((run_id, *(u.get(c) for c in _USAGE_COLUMNS)) for u in usage),
-        )
+        usage = [UsageRow.from_dict(u) for u in metrics.get("usage") or [] if isinstance(u, dict)]
+        db.executemany(insert_sql("usage", USAGE_COLUMNS), (usage_row(run_id, u) for u in usage))
 
     def finish_eval(
         self,
@@ -402,30 +250,23 @@ class RunRecorder:
         wall_seconds: float,
     ) -> None:
         run_id = self.run_id
-        usage: dict[tuple[str, str], dict[str, Any]] = {}
+        usage: dict[tuple[str, str], UsageRow] = {}
         for r in results:
             for u in r.get("usage") or []:
-                row = usage.setdefault(
-                    (str(u.get("role")), str(u.get("model"))),
-                    {c: 0 for c in _USAGE_COLUMNS[2:]},
-                )
-                for c in _USAGE_COLUMNS[2:]:
-                    if c == "cost_usd":
-                        priced = row[c] is not None and u.get(c) is not None
-                        row[c] = row[c] + u[c] if priced else None
-                    else:
-                        row[c] += int(u.get(c) or 0)
+                row = UsageRow.from_dict(u)
+                key = (row.role, row.model)
+                usage[key] = usage[key] + row if key in usage else row
         costs = [r.get("total_cost_usd") for r in results]
         known = [float(c) for c in costs if c is not None]
         values = {
-            "status": _eval_status(len(results), failed),
+            "status": eval_status(len(results), failed),
             "ended_at": _now(),
             "stop_reason": "error" if failed else "done",
             "stop_detail": f"{failed} of {len(results)} rollouts failed" if failed else "",
             "turns": sum(int(r.get("num_turns") or 0) for r in results),
             "sub_calls": sum(int(r.get("sub_calls") or 0) for r in results),
             "findings": sum(int(r.get("findings") or 0) for r in results),
-            **{k: sum(int(u[k]) for u in usage.values()) for k in _TOKENS},
+            **summed_tokens(list(usage.values())).to_dict(),
             "cost_usd": sum(known) if len(known) == len(costs) else None,
             "wall_seconds": round(wall_seconds, 3),
             "metrics": json.dumps({"rollouts": len(results), "failed": failed, "summary": summary}),
@@ -435,11 +276,10 @@ class RunRecorder:
         for table in ("rollouts", "usage"):
             db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         db.executemany(
-            _insert("rollouts", _ROLLOUT_COLUMNS), (_rollout_row(run_id, r) for r in results)
+            insert_sql("rollouts", ROLLOUT_COLUMNS), (rollout_row(run_id, r) for r in results)
         )
         db.executemany(
-            _insert("usage", _USAGE_COLUMNS),
-            ((run_id, role, model, *row.values()) for (role, model), row in usage.items()),
+            insert_sql("usage", USAGE_COLUMNS), (usage_row(run_id, u) for u in usage.values())
         )
 
     async def watch(self, work: Awaitable[T]) -> T:

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -34,11 +31,21 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
 from deeprepo.base.chat import Usage
+from deeprepo.base.closing import Closing
+from deeprepo.testing.transport import HTTPServer, Response
+from deeprepo.testing.wire import (
+    Body,
+    anthropic_body,
+    content_text,
+    error_body,
+    estimate_tokens,
+    openai_body,
+    request_text,
+)
 
 __all__ = ["DEFAULT_TEXT", "Fault", "LoopbackServer", "RecordedRequest", "Reply", "Route", "spawn"]
 
@@ -50,15 +57,6 @@ _ROUTES: dict[str, Route] = {
     "/chat/completions": "openai",
     "/v1/messages": "anthropic",
     "/messages": "anthropic",
-}
-_ANTHROPIC_ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
 }
 
 
@@ -91,12 +89,13 @@ class Reply:
                 usage = Usage(
                     int(u["prompt_tokens"]) - cached, int(u.get("completion_tokens", 0)), cached
                 )
-            else:
-                usage = Usage(
-                    int(u.get("input_tokens", 0)),
-                    int(u.get("output_tokens", 0)),
-                    int(u.get("cache_read_tokens", u.get("cache_read_input_tokens", 0))),
-                    int(u.get("cache_write_tokens", u.get("cache_creation_input_tokens", 0))),
+            else:  # Anthropic's names for the cache counts are read too
+                usage = Usage.from_dict(
+                    {
+                        "cache_read_tokens": u.get("cache_read_input_tokens"),
+                        "cache_write_tokens": u.get("cache_creation_input_tokens"),
+                        **u,
+                    }
                 )
         known = {"text", "cost", "status", "headers", "delay_s", "fault", "finish_reason"}
         kwargs = {k: v for k, v in d.items() if k in known}
@@ -118,38 +117,18 @@ class RecordedRequest:
     @property
     def text(self) -> str:
         """System prompt and every message's text, joined: what a model would read."""
-        return _request_text(self.body or {})
+        return request_text(self.body or {})
 
     @property
     def last_user_text(self) -> str:
         msgs = [m for m in (self.body or {}).get("messages", []) if m.get("role") == "user"]
-        return _content_text(msgs[-1].get("content")) if msgs else ""
+        return content_text(msgs[-1].get("content")) if msgs else ""
 
 
 ReplyFn = Callable[[str, dict[str, Any]], "Reply | str"]
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
-
-
-def _request_text(body: Mapping[str, Any]) -> str:
-    parts = [_content_text(body.get("system"))] if body.get("system") else []
-    parts += [
-        _content_text(m.get("content")) for m in body.get("messages", []) if isinstance(m, dict)
-    ]
-    return "\n".join(parts)
-
-
-def _tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / 4))
-
-
-class LoopbackServer:
+class LoopbackServer(Closing):
     """A scripted OpenAI/Anthropic-compatible server on 127.0.0.1; see the module docstring."""
 
     def __init__(
@@ -173,7 +152,7 @@ class LoopbackServer:
         self._rules: list[tuple[str, str | None, Reply]] = []
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._watchdog: threading.Timer | None = None
         self._ids = 0
@@ -183,8 +162,7 @@ class LoopbackServer:
         """Bind, serve in a daemon thread and arm the ``ttl_s`` watchdog."""
         if self._httpd is not None:
             return self
-        httpd = _HTTPServer(("127.0.0.1", self._port_wanted), _Handler)
-        httpd.owner = self
+        httpd = HTTPServer(("127.0.0.1", self._port_wanted), self)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -213,10 +191,12 @@ class LoopbackServer:
         """Block until the server stopped (e.g. by its watchdog)."""
         return self._stopping.wait(timeout)
 
-    def __enter__(self) -> LoopbackServer:
-        return self.start()
+    def open(self) -> None:
+        """:meth:`start`, for a ``with`` block."""
+        self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """:meth:`stop`, for a ``with`` block."""
         self.stop()
 
     @property
@@ -287,6 +267,51 @@ class LoopbackServer:
             self._requests.clear()
 
     # -- serving (called from handler threads) -----------------------------------
+    def respond(self, path: str, raw: bytes, headers: dict[str, str]) -> Response:
+        """Record one request and decide its answer (the handler waits and sends it)."""
+        route = _ROUTES.get(path)
+        try:
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                body = None
+        except ValueError:
+            body = None
+        seq = self._record(RecordedRequest(route or "unknown", path, body, headers, time.time()))
+        if route is None:
+            return _json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+        if body is None:
+            return _json(400, {"error": {"message": "body is not a JSON object", "type": "bad"}})
+        if body.get("stream"):
+            return _json(400, {"error": {"message": "streaming is not supported", "type": "bad"}})
+        reply = self._choose(route, body)
+        if reply.fault == "timeout":
+            # Hold the request past the client's timeout, then drop it unanswered.
+            return Response(wait_s=self.timeout_fault_s)
+        wait = self.latency_s + reply.delay_s
+        if reply.fault == "reset":
+            return Response(wait_s=wait)
+        if reply.status >= 400:
+            error = error_body(route, reply.status, reply.error_message)
+            return _json(reply.status, error, reply.headers, wait)
+        if reply.fault == "malformed_json":
+            torn = b'{"id": "loopback", "choices": [{"message": {"content": "tru'
+            return Response(200, torn, reply.headers, wait)
+        usage = reply.usage or Usage(
+            estimate_tokens(request_text(body)), estimate_tokens(reply.text)
+        )
+        shape = Body(
+            reply.text,
+            None if reply.fault == "no_usage" else usage,
+            reply.finish_reason,
+            reply.cost,
+            refusal=reply.fault == "refusal",
+            empty=reply.fault == "empty_choices",
+        )
+        build = openai_body if route == "openai" else anthropic_body
+        return _json(
+            200, build(seq, str(body.get("model", "loopback")), shape), reply.headers, wait
+        )
+
     def _record(self, req: RecordedRequest) -> int:
         with self._lock:
             self._requests.append(req)
@@ -299,7 +324,7 @@ class LoopbackServer:
                 return self._queues[route].popleft()
             rules = list(self._rules)
         if rules:
-            text = _request_text(body)
+            text = request_text(body)
             for contains, rule_route, reply in rules:
                 if (rule_route is None or rule_route == route) and contains in text:
                     return reply
@@ -309,168 +334,10 @@ class LoopbackServer:
         return self.default
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    # Benchmarks open dozens of connections at once; the default backlog of 5 drops SYNs.
-    request_queue_size = 1024
-    owner: LoopbackServer
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body leave in one write (flushed after each request), and Nagle is
-    # off: a split reply otherwise waits ~40 ms on the client's delayed ACK.
-    wbufsize = 1 << 16
-    disable_nagle_algorithm = True
-    server: _HTTPServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence per-request logging."""
-
-    def do_POST(self) -> None:
-        owner = self.server.owner
-        path = self.path.split("?", 1)[0]
-        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        route = _ROUTES.get(path)
-        try:
-            body = json.loads(raw) if raw else {}
-            if not isinstance(body, dict):
-                body = None
-        except ValueError:
-            body = None
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        seq = owner._record(RecordedRequest(route or "unknown", path, body, headers, time.time()))
-        if route is None:
-            self._send_json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
-            return
-        if body is None:
-            self._send_json(400, {"error": {"message": "body is not a JSON object", "type": "bad"}})
-            return
-        if body.get("stream"):
-            self._send_json(
-                400, {"error": {"message": "streaming is not supported", "type": "bad"}}
-            )
-            return
-        reply = owner._choose(route, body)
-        if reply.fault == "timeout":
-            # Hold the request past the client's timeout, then drop it unanswered.
-            owner._stopping.wait(owner.timeout_fault_s)
-            self._reset()
-            return
-        delay = owner.latency_s + reply.delay_s
-        if delay > 0 and owner._stopping.wait(delay):
-            self._reset()
-            return
-        if reply.fault == "reset":
-            self._reset()
-            return
-        if reply.status >= 400:
-            self._send_json(reply.status, _error_body(route, reply), reply.headers)
-            return
-        if reply.fault == "malformed_json":
-            self._send_raw(
-                200, b'{"id": "loopback", "choices": [{"message": {"content": "tru', reply
-            )
-            return
-        usage = reply.usage or Usage(_tokens(_request_text(body)), _tokens(reply.text))
-        model = str(body.get("model", "loopback"))
-        build = _openai_body if route == "openai" else _anthropic_body
-        self._send_json(200, build(seq, model, reply, usage), reply.headers)
-
-    def _send_json(self, status: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
-        self._send_raw(status, json.dumps(obj).encode("utf-8"), None, headers)
-
-    def _send_raw(
-        self,
-        status: int,
-        data: bytes,
-        reply: Reply | None = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            for k, v in (headers or (reply.headers if reply else {})).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            self.close_connection = True  # the client hung up first
-
-    def _reset(self) -> None:
-        """Close the connection without a reply (RST, not a graceful FIN)."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        except OSError:
-            pass
-
-
-def _error_body(route: str, reply: Reply) -> dict[str, Any]:
-    if route == "anthropic":
-        kind = _ANTHROPIC_ERROR_TYPES.get(reply.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": reply.error_message}}
-    kind = "rate_limit_exceeded" if reply.status == 429 else "server_error"
-    return {"error": {"message": reply.error_message, "type": kind, "code": kind}}
-
-
-def _openai_body(seq: int, model: str, reply: Reply, usage: Usage) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
-    finish = reply.finish_reason or "stop"
-    if reply.fault == "refusal":
-        message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
-        finish = "content_filter"
-    out: dict[str, Any] = {
-        "id": f"chatcmpl-loopback-{seq}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": []
-        if reply.fault == "empty_choices"
-        else [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-    }
-    if reply.fault != "no_usage":
-        prompt = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-        details: dict[str, int] = {"cached_tokens": usage.cache_read_tokens}
-        if usage.cache_write_tokens:
-            details["cache_write_tokens"] = usage.cache_write_tokens  # OpenRouter's field
-        u: dict[str, Any] = {
-            "prompt_tokens": prompt,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": prompt + usage.output_tokens,
-            "prompt_tokens_details": details,
-        }
-        if reply.cost is not None:
-            u["cost"] = reply.cost
-        out["usage"] = u
-    return out
-
-
-def _anthropic_body(seq: int, model: str, reply: Reply, usage: Usage) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}]
-    stop = reply.finish_reason or "end_turn"
-    if reply.fault == "refusal":
-        content, stop = [], "refusal"
-    elif reply.fault == "empty_choices":
-        content = []
-    out: dict[str, Any] = {
-        "id": f"msg_loopback_{seq}",
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": content,
-        "stop_reason": stop,
-        "stop_sequence": None,
-    }
-    if reply.fault != "no_usage":
-        out["usage"] = {
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
-            "cache_read_input_tokens": usage.cache_read_tokens,
-            "cache_creation_input_tokens": usage.cache_write_tokens,
-        }
-    return out
+def _json(
+    status: int, obj: object, headers: Mapping[str, str] | None = None, wait_s: float = 0.0
+) -> Response:
+    return Response(status, json.dumps(obj).encode("utf-8"), headers or {}, wait_s)
 
 
 def load_script(server: LoopbackServer, path: Path) -> None:

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.chat import Role, Usage, UsageRowDict
+from deeprepo.providers.ledger import UsageRow
+
 __all__ = ["RunSpec", "write_run_folder"]
 
 
@@ -37,12 +40,9 @@ def _filler(n: int, seed: str) -> str:
     return (line * (n // len(line) + 1))[:n]
 
 
-def _usage_row(role: str, model: str, calls: int, cost: float) -> dict[str, Any]:
-    return {
-        "role": role, "model": model, "calls": calls, "cached_calls": 0, "failed_calls": 0,
-        "failed_requests": 0, "input_tokens": 1000 * calls, "output_tokens": 100 * calls,
-        "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": round(cost, 10),
-    }  # fmt: skip
+def _usage_row(role: Role, model: str, calls: int, cost: float) -> UsageRowDict:
+    usage = Usage(1000 * calls, 100 * calls)
+    return UsageRow(role, model, calls, usage=usage, cost_usd=round(cost, 10)).to_dict()
 
 
 def write_run_folder(run_dir: Path, spec: RunSpec | None = None) -> dict[str, Any]:
@@ -63,10 +63,9 @@ def write_run_folder(run_dir: Path, spec: RunSpec | None = None) -> dict[str, An
         calls.append({
             "seq": seq, "turn": turn, "t": round(clock, 3), "role": "root", "model": root_model,
             "system": None, "prompt": f"REPL output of turn {turn - 1}{p}",
-            "response": f"Turn {turn}{p}\n```python\nprint({turn})\n```", "input_tokens": 1000,
-            "output_tokens": 100, "cache_read_tokens": 0, "cache_write_tokens": 0,
-            "cost_usd": spec.root_cost, "latency_s": 1.0, "cached": False, "error": None,
-            "finish_reason": "end_turn", "truncated": False,
+            "response": f"Turn {turn}{p}\n```python\nprint({turn})\n```",
+            **Usage(1000, 100).to_dict(), "cost_usd": spec.root_cost, "latency_s": 1.0,
+            "cached": False, "error": None, "finish_reason": "end_turn", "truncated": False,
         })  # fmt: skip
         root_cost += spec.root_cost
         clock += 1.0
@@ -79,8 +78,7 @@ def write_run_folder(run_dir: Path, spec: RunSpec | None = None) -> dict[str, An
                 "prompt": f"SUBPROMPT-{turn}-{i}{p}\n" + _filler(spec.prompt_chars, f"{turn}_{i}"),
                 "response": None if failed else f"SUBREPLY-{turn}-{i}{p}\n"
                 + _filler(spec.response_chars, "r"),
-                "input_tokens": 0 if failed else 1000, "output_tokens": 0 if failed else 100,
-                "cache_read_tokens": 0, "cache_write_tokens": 0,
+                **(Usage() if failed else Usage(1000, 100)).to_dict(),
                 "cost_usd": None if failed else spec.sub_cost, "latency_s": spec.sub_latency_s,
                 "cached": i == 2, "error": f"HTTP 500{p}" if failed else None,
                 "finish_reason": None if failed else "stop",
@@ -95,8 +93,8 @@ def write_run_folder(run_dir: Path, spec: RunSpec | None = None) -> dict[str, An
             "type": "turn", "index": turn, "reply": f"REPLY-{turn}{p}\n```python\nprint({turn})\n```",
             "code_blocks": [f"print({turn})  # CODE-{turn}{p}"], "output": f"OUTPUT-{turn}{p}",
             "error": None, "sub_calls": spec.subs_per_turn, "findings_added": 1,
-            "answer_ready": turn == spec.turns, "input_tokens": 1000, "output_tokens": 100,
-            "cache_read_tokens": 0, "cache_write_tokens": 0, "cost_usd": spec.root_cost,
+            "answer_ready": turn == spec.turns, **Usage(1000, 100).to_dict(),
+            "cost_usd": spec.root_cost,
             "seconds": 1.0 + spec.sub_latency_s, "final_turn": False,
             "ledger": [_usage_row("root", root_model, turn, root_cost),
                        _usage_row("sub", sub_model, turn * spec.subs_per_turn, sub_cost)],

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
+from deeprepo.base.jsonl import read_objects
 
 __all__ = ["CallRecord", "RunView", "load_run_view"]
 
@@ -52,10 +54,7 @@ class CallRecord:
     system: str
     prompt: str
     response: str | None
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
+    usage: Usage
     cost_usd: float | None
     latency_s: float
     cached: bool
@@ -80,10 +79,7 @@ class CallRecord:
             system=text(d.get("system")),
             prompt=text(d.get("prompt")),
             response=None if response is None else text(response),
-            input_tokens=int(num(d.get("input_tokens"))),
-            output_tokens=int(num(d.get("output_tokens"))),
-            cache_read_tokens=int(num(d.get("cache_read_tokens"))),
-            cache_write_tokens=int(num(d.get("cache_write_tokens"))),
+            usage=_usage(d),
             cost_usd=opt_num(d.get("cost_usd")),
             latency_s=max(0.0, num(d.get("latency_s"))),
             cached=d.get("cached") is True,
@@ -91,6 +87,14 @@ class CallRecord:
             finish_reason=text(d.get("finish_reason")),
             truncated=d.get("truncated") is True,
         )
+
+
+def _usage(d: dict[str, Any]) -> Usage:
+    # A hand-edited count that is no whole number shows as no tokens, never a failed page.
+    try:
+        return Usage.from_dict(d)
+    except ValueError:
+        return Usage()
 
 
 @dataclass
@@ -121,21 +125,7 @@ class RunView:
 
 
 def _read_jsonl(path: Path, problems: list[str]) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    bad = 0
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                bad += 1
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-            else:
-                bad += 1
+    records, bad = read_objects(path.read_text(encoding="utf-8", errors="replace"))
     if bad:
         problems.append(
             f"{path.name}: {bad} line(s) unreadable and left out (a torn last line is what a "

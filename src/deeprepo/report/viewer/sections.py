@@ -5,6 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.finding import SEVERITIES
 from deeprepo.report.viewer.costchart import cost_series, cost_svg
 from deeprepo.report.viewer.markup import Cuts, Limits, h, money, whole
@@ -139,15 +140,7 @@ def summary_section(view: RunView, cuts: Cuts) -> list[str]:
                 f"<tr><td>{h(r.get('role'))}</td><td>{h(r.get('model'))}</td>"
                 + "".join(
                     f'<td class="n">{whole(r.get(k))}</td>'
-                    for k in (
-                        "calls",
-                        "cached_calls",
-                        "failed",
-                        "input_tokens",
-                        "output_tokens",
-                        "cache_read_tokens",
-                        "cache_write_tokens",
-                    )
+                    for k in ("calls", "cached_calls", "failed", *TOKEN_KEYS)
                 )
                 + f'<td class="n">{h(money(opt_num(r.get("cost_usd"))))}</td></tr>'
             )

@@ -17,9 +17,9 @@ def _call_line(c: CallRecord) -> str:
     parts = [
         f"#{c.seq}",
         h(c.model),
-        f"{c.input_tokens:,} in / {c.output_tokens:,} out"
-        + (f" / {c.cache_read_tokens:,} cache read" if c.cache_read_tokens else "")
-        + (f" / {c.cache_write_tokens:,} cache write" if c.cache_write_tokens else ""),
+        f"{c.usage.input_tokens:,} in / {c.usage.output_tokens:,} out"
+        + (f" / {c.usage.cache_read_tokens:,} cache read" if c.usage.cache_read_tokens else "")
+        + (f" / {c.usage.cache_write_tokens:,} cache write" if c.usage.cache_write_tokens else ""),
         escape(money(c.cost_usd)),
         f"{c.latency_s:.2f} s",
         f"at {c.t:.1f} s",
@@ -158,7 +158,7 @@ def _turn(
         ctx.cuts.calls_not_listed += len(subs) - len(listed)
         out.append(
             f'<details class="subcalls"><summary>{len(subs):,} sub-call(s) · '
-            f"{sum(c.input_tokens for c in subs):,} in / {sum(c.output_tokens for c in subs):,} "
+            f"{sum(c.usage.input_tokens for c in subs):,} in / {sum(c.usage.output_tokens for c in subs):,} "
             f"out tokens · ${cost:.4f}"
             + (f" + {unknown} unknown" if unknown else "")
             + (f" · {failed} failed" if failed else "")

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from deeprepo.base.chat import ChatModel, ChatRequest, Message
+from deeprepo.base.chat import ChatModel, ChatRequest, Message, UsageRowDict
 from deeprepo.base.errors import BudgetExceeded, ProviderError
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.ledger import Ledger
@@ -48,7 +48,7 @@ class JudgeVerdict:
     overall: float | None
     rationale: str
     cost_usd: float | None
-    usage: list[dict[str, Any]]
+    usage: list[UsageRowDict]
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:

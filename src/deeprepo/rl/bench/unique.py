@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from deeprepo.base.finding import Finding
-from deeprepo.findings.grading import FamilyTable, default_families
+from deeprepo.findings.families import FamilyTable, default_families
 
 __all__ = ["distinct_finds", "same_find", "unique_finds"]
 

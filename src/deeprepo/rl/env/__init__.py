@@ -5,16 +5,14 @@ over a task with the ``oracle`` worker and scores it with ``compute_reward``. Th
 ``verifiers`` package in ``environments/`` and ``deeprepo eval`` are thin layers over it.
 """
 
+from deeprepo.rl.env.dispatch import DispatchStats, dispatch_stats, source_files
 from deeprepo.rl.env.reward import (
     PARTS,
     PENALTIES,
-    DispatchStats,
     Reward,
     RewardWeights,
     compute_reward,
-    dispatch_stats,
     part_metric,
-    source_files,
 )
 from deeprepo.rl.env.rollout import RolloutOutcome, build_sub_model, derive_seed, run_rollout
 from deeprepo.rl.env.tasks import (

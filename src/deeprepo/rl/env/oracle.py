@@ -39,34 +39,28 @@ concurrency.
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import random
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, Unpack
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
-from deeprepo.base.prompts import extract_file_blocks
-from deeprepo.findings.coverage import (
-    MIN_LINE_LENGTH,
-    line_number_prefix,
-    line_variants,
-    unescape,
-)
+from deeprepo.findings.coverage import MIN_LINE_LENGTH
+from deeprepo.findings.families import FamilyTable, default_families
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
-    FamilyTable,
     GroundTruthEntry,
-    default_families,
+    load_ground_truth,
     parse_ground_truth,
 )
+from deeprepo.rl.env.oracle_read import PromptReader, ShownFile
 from deeprepo.rl.env.oracle_text import (
     FALLBACK_FAMILIES,
+    RenderedFinding,
     family_hint,
     render_finding,
 )
@@ -74,9 +68,6 @@ from deeprepo.rl.env.oracle_text import (
 __all__ = ["OracleWorker", "classify_instruction", "make_oracle"]
 
 _DECOY_SHARE = 0.5  # share of false findings placed on a decoy when one is shown
-_AMBIGUOUS = 8  # a line found at more places than this is boilerplate: no anchor
-_NEIGHBOUR_SPAN = 6  # how far (in file lines) a bug's neighbour may be
-_SLACK = 3  # extra prompt lines allowed between a line and its neighbour
 # How much likelier a false finding of a class lands on a line whose API suggests that
 # class, or another risky class, than on a plain line.
 _HINT_WEIGHT = 20.0
@@ -107,60 +98,28 @@ def classify_instruction(instruction: str, system: str | None = None) -> bool:
     return bool(system and _AUDIT_RE.search(system))
 
 
-@dataclass
-class _Shown:
-    """One file as a prompt shows it: where each of its lines sits in the prompt."""
+#: Ground truth as callers hold it: parsed entries, raw JSON entries, or ``{"entries": ...}``.
+GroundTruth = Iterable[Mapping[str, object] | GroundTruthEntry] | Mapping[str, object]
 
-    path: str
-    at: dict[int, list[int]] = field(default_factory=dict)  # line number -> prompt positions
-    number: dict[int, int] = field(default_factory=dict)  # line number -> number shown
-    text: dict[int, str] = field(default_factory=dict)  # line number -> stripped text
-    nontrivial: list[int] = field(default_factory=list)  # the file's non-trivial line numbers
 
-    def add(self, line: int, pos: int, text: str, number: int | None) -> None:
-        self.at.setdefault(line, []).append(pos)
-        self.text[line] = text
-        if number is not None:
-            self.number[line] = number
+class OracleFinding(RenderedFinding):
+    """One finding of the oracle's answer, as a worker writes it."""
 
-    @property
-    def shown_nontrivial(self) -> int:
-        return sum(1 for n, t in self.text.items() if len(t) >= MIN_LINE_LENGTH)
+    file: str
+    line: int
+    end_line: int
 
-    def located(self, lo: int, hi: int) -> int | None:
-        """A non-trivial line in ``[lo, hi]`` shown in order with its neighbours: of the
-        (up to two) non-trivial file lines on each side of it, at least one is shown, and
-        every one shown sits on its side of it in the prompt, close by. Shuffled lines fail
-        this; a slice that cuts next to the line passes on the side it keeps."""
-        nt = self.nontrivial
-        for n in range(lo, hi + 1):
-            if n not in self.at or len(self.text[n]) < MIN_LINE_LENGTH:
-                continue
-            i = bisect.bisect_left(nt, n)
-            near = [
-                m for m in nt[max(0, i - 2) : i + 3] if m != n and abs(m - n) <= _NEIGHBOUR_SPAN
-            ]
-            if not near:
-                return n  # nothing near it in the file: the line stands alone
-            shown = [m for m in near if m in self.at]
-            # Every neighbour the prompt shows must sit in order, close by; none shown is
-            # a line without context.
-            if shown and any(
-                all(
-                    any(
-                        0 < (p - pos) * (1 if m > n else -1) <= abs(m - n) + _SLACK
-                        for p in self.at[m]
-                    )
-                    for m in shown
-                )
-                for pos in self.at[n]
-            ):
-                return n
-        return None
 
-    def cited(self, line: int) -> int:
-        """The number a worker would cite for file line ``line``: the prompt's own, if any."""
-        return self.number.get(line, line)
+class OracleOptions(TypedDict, total=False):
+    """The :class:`OracleWorker` settings :func:`make_oracle` passes on."""
+
+    miss_rate: float
+    false_rate: float
+    seed: int
+    codebase: Mapping[str, str] | None
+    context_lines: int
+    off_task_rate: float
+    families: FamilyTable | None
 
 
 class OracleWorker:
@@ -168,7 +127,7 @@ class OracleWorker:
 
     def __init__(
         self,
-        ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
+        ground_truth: GroundTruth,
         *,
         miss_rate: float = 0.1,
         false_rate: float = 0.1,
@@ -192,17 +151,9 @@ class OracleWorker:
         self.context_lines = context_lines
         self.off_task_rate = off_task_rate
         self._families = families or default_families()
-        raw = _raw_entries(ground_truth)
-        entries = _entries(ground_truth)
-        self._related: dict[str, list[tuple[str, int]]] = {}
-        for e, d in zip(entries, raw, strict=False):
-            rel = d.get("related") if isinstance(d, Mapping) else None
-            if isinstance(rel, list) and rel:
-                self._related[e.id] = [
-                    (str(r["file"]).removeprefix("./"), int(r["line"]))
-                    for r in rel
-                    if isinstance(r, Mapping) and "file" in r and "line" in r
-                ]
+        entries = parse_ground_truth(
+            ground_truth if isinstance(ground_truth, Mapping) else list(ground_truth)
+        )
         self._bugs: dict[str, list[GroundTruthEntry]] = defaultdict(list)
         self._decoys: dict[str, list[GroundTruthEntry]] = defaultdict(list)
         for e in entries:
@@ -222,11 +173,7 @@ class OracleWorker:
                 self._cwes[fam].append(e.cwe)
             if e.vulnerable:
                 self._bug_families.append(fam)
-        self._codebase = {k.removeprefix("./"): v for k, v in (codebase or {}).items()}
-        self._where: dict[str, list[tuple[str, int]]] | None = None
-        self._all_lines: set[str] = set()
-        self._nontrivial: dict[str, list[int]] = {}
-        self._file_lines: dict[str, list[str]] = {}
+        self._reader = PromptReader(codebase or {})
 
     @property
     def name(self) -> str:
@@ -248,9 +195,9 @@ class OracleWorker:
         """The worker JSON for one prompt: ``{"findings": [...]}``."""
         return json.dumps({"findings": self.findings(prompt, system)})
 
-    def findings(self, prompt: str, system: str | None = None) -> list[dict[str, Any]]:
+    def findings(self, prompt: str, system: str | None = None) -> list[OracleFinding]:
         """Findings (worker dicts with ``file``) for the code the prompt shows."""
-        shown, instruction, size = self._read(prompt)
+        shown, instruction, size = self._reader.read(prompt)
         if not shown:
             return []
         audit = classify_instruction(instruction, system)
@@ -258,93 +205,14 @@ class OracleWorker:
         attention = min(1.0, self.context_lines / max(size, 1))
         if not audit:
             attention *= self.off_task_rate
-        out: list[dict[str, Any]] = []
+        out: list[OracleFinding] = []
         for path in sorted(shown):
             view = shown[path]
             rng = self._rng(view, instruction, audit)
             out.extend(self._answer_view(view, shown, rng, attention))
         return out
 
-    # ------------------------------------------------------------------ what the prompt shows
-
-    def _index(self) -> dict[str, list[tuple[str, int]]]:
-        if self._where is None:
-            where: dict[str, list[tuple[str, int]]] = defaultdict(list)
-            for path, text in self._codebase.items():
-                lines = [ln.strip() for ln in text.split("\n")]
-                self._file_lines[path] = lines
-                self._nontrivial[path] = [
-                    i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH
-                ]
-                for i, s in enumerate(lines, 1):
-                    if s:
-                        self._all_lines.add(s)
-                        if len(s) >= MIN_LINE_LENGTH:
-                            where[s].append((path, i))
-            self._where = dict(where)
-        return self._where
-
-    def _read(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
-        """Files shown (by content), the instruction text (lines that are no code of the
-        repository) and the prompt's size in non-empty lines."""
-        if not self._codebase:
-            return self._read_blocks(prompt)
-        where = self._index()
-        lines = prompt.split("\n")
-        if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
-            lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
-        shown: dict[str, _Shown] = {}
-        instruction: list[str] = []
-        size = 0
-        for pos, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            size += 1
-            located = False
-            for k, variant in enumerate(line_variants(raw)):
-                places = where.get(variant)
-                if places is None:
-                    continue
-                located = True
-                if len(places) <= _AMBIGUOUS:
-                    number = line_number_prefix(raw) if k else None
-                    if number is not None:
-                        # A line whose text repeats in a file is the copy its number names.
-                        exact = {path for path, n in places if n == number}
-                        places = [(p, n) for p, n in places if p not in exact or n == number]
-                    for path, n in places:
-                        view = shown.get(path)
-                        if view is None:
-                            view = shown[path] = _Shown(path, nontrivial=self._nontrivial[path])
-                        view.add(n, pos, variant, number)
-                break
-            if not located and not any(v in self._all_lines for v in line_variants(raw)):
-                instruction.append(raw)
-        # Files that only share a line or two (boilerplate) with the prompt are not shown.
-        kept = {
-            p: v
-            for p, v in shown.items()
-            if v.shown_nontrivial >= min(5, max(1, len(self._nontrivial[p]) // 2))
-        }
-        return kept, "\n".join(instruction), size
-
-    def _read_blocks(self, prompt: str) -> tuple[dict[str, _Shown], str, int]:
-        shown: dict[str, _Shown] = {}
-        pos = 0
-        for raw_path, content, start in extract_file_blocks(prompt):
-            path = raw_path.strip().removeprefix("./")
-            view = shown.setdefault(path, _Shown(path))
-            for k, line in enumerate(content.split("\n")):
-                pos += 1
-                if s := line.strip():
-                    view.add(start + k, pos, s, None)
-        for view in shown.values():
-            view.nontrivial = sorted(n for n, t in view.text.items() if len(t) >= MIN_LINE_LENGTH)
-        instruction = re.sub(r"<file .*?</file>", "", prompt, flags=re.DOTALL)
-        size = sum(1 for ln in prompt.split("\n") if ln.strip())
-        return {p: v for p, v in shown.items() if v.text}, instruction, size
-
-    def _rng(self, view: _Shown, instruction: str, audit: bool) -> random.Random:
+    def _rng(self, view: ShownFile, instruction: str, audit: bool) -> random.Random:
         h = hashlib.sha256(f"{self.seed}\0{view.path}\0{audit}\0{instruction}\0".encode())
         for n in sorted(view.text):
             h.update(f"{n}\0{view.text[n]}\n".encode())
@@ -356,8 +224,8 @@ class OracleWorker:
         return self._families.label(e.cwe, e.kind)
 
     def _answer_view(
-        self, view: _Shown, shown: Mapping[str, _Shown], rng: random.Random, attention: float
-    ) -> list[dict[str, Any]]:
+        self, view: ShownFile, shown: Mapping[str, ShownFile], rng: random.Random, attention: float
+    ) -> list[OracleFinding]:
         out = []
         bugs = self._bugs.get(view.path, [])
         for e in bugs:
@@ -366,7 +234,7 @@ class OracleWorker:
                 continue
             if any(
                 (src := shown.get(f)) is None or src.located(max(1, n - 1), n + 1) is None
-                for f, n in self._related.get(e.id, ())
+                for f, n in e.related
             ):
                 continue  # a cross-file bug needs its source in the same prompt
             if rng.random() >= (1.0 - self.miss_rate) * attention:
@@ -382,8 +250,8 @@ class OracleWorker:
         return out
 
     def _render(
-        self, view: _Shown, fam: str, start: int, end: int, anchor: int, rng: random.Random
-    ) -> dict[str, Any]:
+        self, view: ShownFile, fam: str, start: int, end: int, anchor: int, rng: random.Random
+    ) -> OracleFinding:
         shift = view.cited(anchor) - anchor
         code = view.text.get(anchor, "")
         finding = render_finding(
@@ -397,8 +265,8 @@ class OracleWorker:
         return {"file": view.path, "line": start + shift, "end_line": end + shift, **finding}
 
     def _false_finding(
-        self, view: _Shown, bugs: Sequence[GroundTruthEntry], rng: random.Random
-    ) -> dict[str, Any] | None:
+        self, view: ShownFile, bugs: Sequence[GroundTruthEntry], rng: random.Random
+    ) -> OracleFinding | None:
         decoys = [
             (d, n)
             for d in self._decoys.get(view.path, [])
@@ -431,34 +299,10 @@ def _gap(line: int, e: GroundTruthEntry) -> int:
     return max(0, e.start_line - line, line - e.end_line)
 
 
-def _raw_entries(
-    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
-) -> list[Any]:
-    if isinstance(ground_truth, Mapping):
-        entries = ground_truth.get("entries", [])
-        return list(entries) if isinstance(entries, list) else []
-    return list(ground_truth)
-
-
-def _entries(
-    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any],
-) -> list[GroundTruthEntry]:
-    if isinstance(ground_truth, Mapping):
-        return parse_ground_truth(dict(ground_truth))
-    items = list(ground_truth)
-    if all(isinstance(x, GroundTruthEntry) for x in items):
-        return [x for x in items if isinstance(x, GroundTruthEntry)]
-    return parse_ground_truth([dict(x) if isinstance(x, Mapping) else x for x in items])
-
-
 def make_oracle(
-    ground_truth: Iterable[Mapping[str, Any] | GroundTruthEntry] | Mapping[str, Any] | str | Path,
-    **kwargs: Any,
+    ground_truth: GroundTruth | str | Path, **kwargs: Unpack[OracleOptions]
 ) -> OracleWorker:
     """Build an :class:`OracleWorker`; ``ground_truth`` may be a path to ``ground_truth.json``."""
     if isinstance(ground_truth, str | Path):
-        from deeprepo.findings.grading import load_ground_truth
-
-        load_ground_truth(Path(ground_truth))  # a clear error for a missing or bad file
-        return OracleWorker(json.loads(Path(ground_truth).read_text("utf-8")), **kwargs)
+        return OracleWorker(load_ground_truth(Path(ground_truth)), **kwargs)
     return OracleWorker(ground_truth, **kwargs)

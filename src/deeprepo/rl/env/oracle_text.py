@@ -12,11 +12,11 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
-from deeprepo.findings.grading import FamilyTable
+from deeprepo.findings.families import FamilyTable
 
-__all__ = ["FALLBACK_FAMILIES", "family_hint", "render_finding"]
+__all__ = ["FALLBACK_FAMILIES", "RenderedFinding", "family_hint", "render_finding"]
 
 # Bug classes to imitate when a task names none.
 FALLBACK_FAMILIES = (
@@ -299,6 +299,17 @@ def _quote(code: str) -> str:
     return code if len(code) <= 40 else code[:37] + "..."
 
 
+class RenderedFinding(TypedDict):
+    """What a worker says of one finding, besides where it is."""
+
+    kind: str
+    cwe: str | None
+    severity: str
+    title: str
+    detail: str
+    fix: str
+
+
 def render_finding(
     family: str,
     code: str,
@@ -307,7 +318,7 @@ def render_finding(
     families: FamilyTable,
     kinds: Sequence[str] = (),
     cwes: Sequence[str] = (),
-) -> dict[str, Any]:
+) -> RenderedFinding:
     """``kind``, ``cwe``, ``severity``, ``title``, ``detail`` and ``fix`` of one finding of
     ``family`` on the line ``code``; ``kinds``/``cwes`` are the task's own for the class."""
     fam = families.families.get(family)

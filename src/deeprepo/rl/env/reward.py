@@ -39,42 +39,30 @@ a file earns nothing. Everything here is a pure function.
 
 from __future__ import annotations
 
-import json
-import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TypeVar
 
 from deeprepo.base.errors import ConfigError
 from deeprepo.base.records import RunResult
-from deeprepo.codebase.languages import language_of
-from deeprepo.findings.coverage import (
-    DEFAULT_MIN_FRACTION,
-    CoverageIndex,
-    coverable_files,
-    nontrivial_lines,
-    prompt_lines,
-)
+from deeprepo.findings.coverage import DEFAULT_MIN_FRACTION, CoverageIndex
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
     GroundTruthEntry,
     grade,
     parse_ground_truth,
 )
+from deeprepo.rl.env.dispatch import dispatch_stats, source_files
+from deeprepo.rl.env.grounding import grounded_entries
 
 __all__ = [
     "PARTS",
     "PENALTIES",
-    "DispatchStats",
     "Reward",
     "RewardWeights",
     "compute_reward",
-    "dispatch_stats",
-    "grounded_entries",
     "part_metric",
-    "reply_items",
-    "source_files",
+    "zero_delegation",
 ]
 
 PARTS: tuple[str, ...] = ("quality", "grounding", "coverage", "delegation", "efficiency")
@@ -87,28 +75,6 @@ PENALTIES: tuple[str, ...] = (
     "ghost_findings",
     "empty_report",
 )
-
-# Prose and lock files are not what a code audit must read; they stay out of the denominator.
-_NON_SOURCE_LANGUAGES = frozenset({"Markdown", "reStructuredText", "Text"})
-_LOCK_FILES = frozenset(
-    {
-        "package-lock.json",
-        "yarn.lock",
-        "pnpm-lock.yaml",
-        "poetry.lock",
-        "Cargo.lock",
-        "composer.lock",
-    }
-)
-# A prompt holding this many distinct non-trivial codebase lines carries content even when it
-# covers no whole file (a slice of a big file).
-_CONTENT_LINES = 30
-# A re-send of at most this many file-unique lines, showing under half of every file it
-# touches, is a targeted re-query (verification), not a blind repeat.
-_TARGETED_LINES = 60
-_TARGETED_SHARE = 0.5
-# ... and one carrying at least this many of them counts as a content prompt (delegation).
-_TARGETED_MIN_LINES = 5
 
 
 @dataclass(frozen=True)
@@ -153,7 +119,7 @@ class RewardWeights:
             raise ConfigError("reward 'grounding_floor' must be in [0, 1]")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RewardWeights:
+    def from_dict(cls, data: Mapping[str, object]) -> RewardWeights:
         """Weights from a mapping (e.g. a parsed JSON or TOML table); missing keys keep defaults."""
         known = {f.name: f.type for f in fields(cls)}
         unknown = sorted(set(data) - set(known))
@@ -161,18 +127,26 @@ class RewardWeights:
             raise ConfigError(
                 f"unknown reward weight(s): {', '.join(unknown)}; valid keys: {', '.join(known)}"
             )
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            try:
-                values[key] = int(value) if key == "tolerance" else float(value)
-            except (TypeError, ValueError):
-                raise ConfigError(
-                    f"reward weight {key!r} must be a number, got {value!r}"
-                ) from None
-        return cls(**values)
+        values = {
+            key: _number(key, value, float) for key, value in data.items() if key != "tolerance"
+        }
+        tolerance = _number("tolerance", data.get("tolerance", DEFAULT_TOLERANCE), int)
+        return cls(tolerance=tolerance, **values)
 
     def to_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+_N = TypeVar("_N", int, float)
+
+
+def _number(key: str, value: object, kind: type[_N]) -> _N:
+    try:
+        if isinstance(value, int | float | str):
+            return kind(value)
+    except ValueError:
+        pass
+    raise ConfigError(f"reward weight {key!r} must be a number, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -190,205 +164,25 @@ class Reward:
         return {"reward": self.total, **self.parts}
 
 
-@dataclass(frozen=True)
-class DispatchStats:
-    """What the sub-LLM prompts of one run carried, measured on content."""
-
-    covered: frozenset[str]  # files whose content reached a worker
-    prompts: int
-    content_prompts: int  # prompts that carried file content
-    shown_lines: int  # file-unique lines dispatched, once per prompt (targeted ones left out)
-    distinct_lines: int  # ... counted once per run
-    duplicate_prompts: int  # prompts identical to an earlier one
-    repeated_lines: int = 0  # file-unique lines of blind re-sends that had been sent before
-    targeted_prompts: int = 0  # short re-queries of content already sent (verification)
-
-    @property
-    def redundancy(self) -> float:
-        """Share of the dispatched content (or prompts) that blindly repeats what was sent."""
-        by_lines = self.repeated_lines / self.shown_lines if self.shown_lines else 0.0
-        by_prompts = self.duplicate_prompts / self.prompts if self.prompts else 0.0
-        return max(by_lines, by_prompts)
-
-
 def part_metric(name: str) -> str:
     """The metric name of a part or penalty: ``delegation`` → ``delegation_reward``,
     ``redundancy`` → ``redundancy_penalty``."""
     return f"{name}_penalty" if name in PENALTIES else f"{name}_reward"
 
 
-def source_files(
-    files: Mapping[str, str], ground_truth: Sequence[GroundTruthEntry] = ()
-) -> set[str]:
-    """Coverable files an audit must read: code and configuration, not prose or lock files.
-
-    Files named by the ground truth always count, whatever their extension (``.env``).
-    """
-    out = set()
-    for path in coverable_files(files):
-        name = path.rsplit("/", 1)[-1]
-        lang = language_of(path)
-        if lang is not None and lang not in _NON_SOURCE_LANGUAGES and name not in _LOCK_FILES:
-            out.add(path)
-    out.update(e.file for e in ground_truth if e.file in files and files[e.file].strip())
-    return out
-
-
-def dispatch_stats(
-    files: Mapping[str, str],
-    prompts: Sequence[str],
-    *,
-    min_fraction: float = DEFAULT_MIN_FRACTION,
-    index: CoverageIndex | None = None,
-) -> DispatchStats:
-    """Coverage, content-carrying prompts and repeated content of ``prompts`` over ``files``.
-
-    Repeats are counted on lines that belong to exactly one file, so boilerplate shared by
-    many files (imports, license headers) never looks like a second dispatch. Only *blind*
-    re-sends count: a file's lines shown again in a prompt whose files were all shown
-    together before (the same content, however the instruction is worded). A file shown
-    again beside files it was not shown with (a caller with its callee, to follow data
-    across files) is new context, and a prompt that re-sends at most 60 such lines and
-    under half of every file it touches is a targeted re-query (checking a finding).
-    """
-    index = index or CoverageIndex(files)
-    per_file = {path: nontrivial_lines(text) for path, text in files.items()}
-    owners = Counter(line for lines in per_file.values() for line in lines)
-    owner = {line: path for path, lines in per_file.items() for line in lines if owners[line] == 1}
-    unique = set(owner)
-    everything = set(owners)
-    groups: dict[str, list[frozenset[str]]] = {}  # file -> the file sets it was shown in
-    seen: set[str] = set()
-    shown = content = repeated = targeted = 0
-    all_lines: set[str] = set()
-    for prompt in prompts:
-        lines = prompt_lines([prompt])
-        all_lines |= lines
-        mine = lines & unique
-        fractions = index.fractions(lines)
-        again = mine & seen
-        group = frozenset(owner[ln] for ln in mine)
-        is_targeted = bool(
-            again
-            and len(mine) <= _TARGETED_LINES
-            and all(f < _TARGETED_SHARE for f in fractions.values())
-        )
-        if is_targeted:
-            targeted += 1
-        else:
-            shown += len(mine)
-            blind = {f for f in group if any(group <= g for g in groups.get(f, ()))}
-            repeated += sum(1 for ln in again if owner[ln] in blind)
-        for f in group:
-            groups.setdefault(f, []).append(group)
-        seen |= mine
-        if (
-            len(lines & everything) >= _CONTENT_LINES
-            or any(frac >= min_fraction for frac in fractions.values())
-            or (is_targeted and len(mine) >= _TARGETED_MIN_LINES)
-        ):
-            content += 1  # a check of a finding carries the code it checks
-    covered = index.covered_by_lines(all_lines, min_fraction)
-    return DispatchStats(
-        covered=frozenset(covered),
-        prompts=len(prompts),
-        content_prompts=content,
-        shown_lines=shown,
-        distinct_lines=len(seen),
-        duplicate_prompts=len(prompts) - len(set(prompts)),
-        repeated_lines=repeated,
-        targeted_prompts=targeted,
-    )
-
-
-def _entries(
-    ground_truth: Sequence[Mapping[str, Any] | GroundTruthEntry],
-) -> list[GroundTruthEntry]:
-    if all(isinstance(e, GroundTruthEntry) for e in ground_truth):
-        return [e for e in ground_truth if isinstance(e, GroundTruthEntry)]
-    return parse_ground_truth(
-        [e.to_dict() if isinstance(e, GroundTruthEntry) else dict(e) for e in ground_truth]
-    )
+def zero_delegation(content_prompts: float) -> bool:
+    """The zero-delegation rule, for the reward and every rate of it: no worker prompt
+    carried file content (no sub-call at all, or only prompts that name paths)."""
+    return content_prompts == 0
 
 
 def _budget_score(budget: float, used: float) -> float:
     return 1.0 if used <= budget else budget / used
 
 
-_LINE_RE = re.compile(r"(?i)\blines?\b\W{0,3}(\d+)")
-_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
-def reply_items(text: str) -> list[tuple[str | None, int]]:
-    """``(file or None, line)`` of every finding a worker's reply names: the items of its
-    JSON (plain, fenced or inside prose), else every "line N" it mentions."""
-    for cand in [*_FENCE_RE.findall(text), text]:
-        # An object or a list, whichever opens first.
-        pairs = sorted(
-            (("{", "}"), ("[", "]")),
-            key=lambda oc: cand.find(oc[0]) if oc[0] in cand else len(cand),
-        )
-        for opener, closer in pairs:
-            start, end = cand.find(opener), cand.rfind(closer)
-            if start == -1 or end <= start:
-                continue
-            try:
-                data = json.loads(cand[start : end + 1])
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                data = data.get("findings", [data] if "line" in data else [])
-            if not isinstance(data, list):
-                continue
-            out: list[tuple[str | None, int]] = []
-            for item in data:
-                if not isinstance(item, dict):
-                    continue
-                try:
-                    line = int(str(item.get("line", item.get("start_line", ""))).split("-")[0])
-                except ValueError:
-                    continue
-                name = item.get("file")
-                out.append((str(name).removeprefix("./") if name else None, line))
-            return out
-    return [(None, int(m)) for m in _LINE_RE.findall(text)]
-
-
-def grounded_entries(
-    replies: Sequence[tuple[str, str]],
-    entries: Sequence[GroundTruthEntry],
-    index: CoverageIndex,
-    tolerance: int = DEFAULT_TOLERANCE,
-) -> set[str]:
-    """Ids of the entries some worker reported: a reply names a line within ``tolerance``
-    of the entry, in its file (named, or, unnamed, one whose content the prompt carried)."""
-    by_file: dict[str, list[GroundTruthEntry]] = {}
-    for e in entries:
-        by_file.setdefault(e.file, []).append(e)
-    out: set[str] = set()
-    for prompt, reply in replies:
-        items = reply_items(reply)
-        if not items:
-            continue
-        shown: list[str] | None = None
-        for name, line in items:
-            if name is not None:
-                files = [name]
-            else:
-                if shown is None:
-                    fr = index.fractions(prompt_lines([prompt]))
-                    shown = [p for p, f in fr.items() if f > 0 and p in by_file]
-                files = shown
-            for path in files:
-                for e in by_file.get(path, ()):
-                    if e.start_line - tolerance <= line <= e.end_line + tolerance:
-                        out.add(e.id)
-    return out
-
-
 def compute_reward(
     result: RunResult,
-    ground_truth: Sequence[Mapping[str, Any] | GroundTruthEntry],
+    ground_truth: Sequence[Mapping[str, object] | GroundTruthEntry],
     codebase_files: Mapping[str, str],
     weights: RewardWeights | None = None,
     *,
@@ -400,7 +194,7 @@ def compute_reward(
     ``(prompt, worker reply)`` pairs; without them grounding is not measured (1.0)."""
     w = weights or RewardWeights()
     index = index or CoverageIndex(codebase_files)
-    entries = _entries(ground_truth)
+    entries = parse_ground_truth(list(ground_truth))
     sources = source_files(codebase_files, entries)
     stats = dispatch_stats(
         codebase_files, result.sent_prompts, min_fraction=w.min_fraction, index=index
@@ -427,10 +221,7 @@ def compute_reward(
     chars = sum(len(codebase_files[p]) for p in sources)
     turn_budget = w.base_turns + len(sources) / w.files_per_turn
     token_budget = w.base_root_tokens + w.root_token_share * chars / 4
-    root_tokens = sum(
-        t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens
-        for t in result.turns
-    )
+    root_tokens = result.root_tokens.total
     turn_score = _budget_score(turn_budget, result.num_turns) if result.num_turns else 0.0
     token_score = _budget_score(token_budget, root_tokens)
     efficiency = coverage * (turn_score + token_score) / 2
@@ -444,7 +235,7 @@ def compute_reward(
         "coverage": coverage,
         "delegation": delegation,
         "efficiency": efficiency,
-        "zero_delegation": 1.0 if stats.content_prompts == 0 else 0.0,
+        "zero_delegation": 1.0 if zero_delegation(stats.content_prompts) else 0.0,
         "early_finalize": early,
         "redundancy": stats.redundancy,
         "ghost_findings": ghosts / len(result.findings) if result.findings else 0.0,

@@ -1,7 +1,8 @@
 """The before/after table of ``deeprepo compare`` (DESIGN §8).
 
 Per run: average reward (σ, population), range, average turns (min–max), the
-zero-delegation rate (share of rollouts with no sub-LLM call) and average tokens, then the
+zero-delegation rate (share of rollouts where no file content reached a worker, the
+reward's rule ``reward.zero_delegation``) and average tokens, then the
 behaviour labels and mean behaviour counts of the rollouts that carry them. For
 each chosen pair ``(a, b)``: ``b - a`` absolute and relative to ``a``, with a bootstrap
 CI, a permutation p-value (``evals.stats``) and a warning when the sample is too small.
@@ -19,6 +20,7 @@ from deeprepo.base.errors import UsageError
 from deeprepo.base.records import Behaviour
 from deeprepo.report.text import console as console_text
 from deeprepo.report.text import md_text
+from deeprepo.rl.env.reward import zero_delegation
 from deeprepo.rl.evals.results import RESULTS_FILENAME, RolloutResult
 from deeprepo.rl.evals.stats import (
     DEFAULT_PERMUTATIONS,
@@ -122,6 +124,16 @@ class ComparisonTable:
         return {"runs": [asdict(r) for r in self.runs], "pairs": [asdict(p) for p in self.pairs]}
 
 
+def _content_prompts(r: RolloutResult) -> float:
+    """The worker prompts that carried file content, as the reward counted them."""
+    details = r.extra.get("reward_details")
+    counted = details.get("content_prompts") if isinstance(details, dict) else None
+    if isinstance(counted, int | float) and not isinstance(counted, bool):
+        return counted
+    # A results file without the reward's counts: no sub-call surely carried no content.
+    return r.sub_calls
+
+
 def summarize_run(label: str, results: Sequence[RolloutResult]) -> RunSummary:
     """Per-run figures of the table."""
     if not results:
@@ -139,7 +151,8 @@ def summarize_run(label: str, results: Sequence[RolloutResult]) -> RunSummary:
         turns_mean=mean(turns),
         turns_min=min(turns),
         turns_max=max(turns),
-        zero_delegation_rate=sum(r.sub_calls == 0 for r in results) / len(results),
+        zero_delegation_rate=sum(zero_delegation(_content_prompts(r)) for r in results)
+        / len(results),
         input_tokens_mean=mean([r.input_tokens for r in results]),
         output_tokens_mean=mean([r.output_tokens for r in results]),
         behaviour=summarize_behaviour(results),

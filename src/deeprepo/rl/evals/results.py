@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.jsonl import numbered_lines
 
 if TYPE_CHECKING:
     from deeprepo.rl.env.rollout import RolloutOutcome
@@ -40,10 +41,9 @@ class RolloutResult:
 
     @classmethod
     def from_outcome(cls, outcome: RolloutOutcome, *, model: str | None = None) -> RolloutResult:
-        """The ``results.jsonl`` record: tokens are the root's (cache reads included)."""
+        """The ``results.jsonl`` record: tokens are the root's (``RunResult.root_tokens``)."""
         r = outcome.result
-        root_in = sum(t.input_tokens + t.cache_read_tokens + t.cache_write_tokens for t in r.turns)
-        root_out = sum(t.output_tokens for t in r.turns)
+        root = r.root_tokens
         return cls(
             example_id=outcome.task_id,
             rollout=outcome.rollout,
@@ -53,8 +53,8 @@ class RolloutResult:
             stop_condition=outcome.stop_condition,
             is_truncated=outcome.is_truncated,
             sub_calls=r.sub_calls,
-            input_tokens=root_in,
-            output_tokens=root_out,
+            input_tokens=root.input,
+            output_tokens=root.output,
             generation_seconds=outcome.seconds,
             model=model or r.root_model,
             trajectory=[t.to_dict() for t in r.turns],
@@ -137,9 +137,7 @@ def load_results(path: Path) -> list[RolloutResult]:
             f"Results file not found: {path}. Pass a results.jsonl written by `deeprepo eval`."
         ) from None
     out = []
-    for n, line in enumerate(text.split("\n"), 1):  # not splitlines: U+2028 may be in a string
-        if not line.strip():
-            continue
+    for n, line in numbered_lines(text):
         try:
             out.append(RolloutResult.from_json(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.jsonl import numbered_lines
 
 __all__ = ["plot_training", "read_train_log"]
 
@@ -21,13 +22,11 @@ def read_train_log(log_path: Path) -> list[dict[str, Any]]:
     """The step records of ``log_path``, in step order; raises :class:`UsageError` when
     it is missing or holds no step."""
     try:
-        lines = Path(log_path).read_text("utf-8").split("\n")  # "\n" only: see deeprepo.base.jsonl
+        lines = numbered_lines(Path(log_path).read_text("utf-8"))
     except OSError as exc:
         raise UsageError(f"cannot read {log_path}: {exc.strerror or exc}") from None
     rows: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, line in lines:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

@@ -27,7 +27,9 @@ reward must keep the gaming ones low (``tests/test_adversarial.py``, the table i
 
 from __future__ import annotations
 
-from deeprepo.builtin.programs import EXPERT, HELPERS, REPORT
+from deeprepo.builtin.expert_helpers import HELPERS
+from deeprepo.builtin.expert_report import REPORT
+from deeprepo.builtin.programs import EXPERT
 
 _SOURCES = r"""
 sources = sorted(p for p in codebase if is_source(p) and codebase[p].strip())

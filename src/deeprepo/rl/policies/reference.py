@@ -6,7 +6,8 @@ repeats a syntax error (``syntax-errors``). Each is a list of turn programs.
 
 from __future__ import annotations
 
-from deeprepo.builtin.programs import HELPERS, REPORT
+from deeprepo.builtin.expert_helpers import HELPERS
+from deeprepo.builtin.expert_report import REPORT
 
 LAZY = [
     # Reads the two biggest files itself and answers without delegating anything.

@@ -36,7 +36,7 @@ from typing import Any
 
 from deeprepo.base import prompts
 from deeprepo.base.errors import DeeprepoError, UsageError
-from deeprepo.base.jsonl import record_lines
+from deeprepo.base.jsonl import numbered_lines
 from deeprepo.report.trajectory import read_trajectory
 
 __all__ = [
@@ -137,9 +137,9 @@ def find_sources(paths: Sequence[Path]) -> list[Path]:
 
 def read_runs(source: Path) -> Iterator[RunRecord]:
     """The runs in one file: one for a trajectory, one per rollout for results."""
-    lines = record_lines(source.read_text("utf-8", errors="replace"))
+    lines = numbered_lines(source.read_text("utf-8", errors="replace"))
     first: Any = None
-    for ln in lines:
+    for _, ln in lines:
         try:
             first = json.loads(ln)
         except json.JSONDecodeError:
@@ -251,8 +251,8 @@ def _rebuild_opening(start: dict[str, Any]) -> tuple[str | None, str | None, str
     return prompts.ROOT_SYSTEM_PROMPTS[prompt], first, None
 
 
-def _eval_runs(path: Path, lines: list[str]) -> Iterator[RunRecord]:
-    for n, line in enumerate(lines, 1):
+def _eval_runs(path: Path, lines: list[tuple[int, str]]) -> Iterator[RunRecord]:
+    for n, line in lines:
         try:
             d = json.loads(line)
         except json.JSONDecodeError:

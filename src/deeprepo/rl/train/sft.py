@@ -21,6 +21,7 @@ from typing import Any
 
 from deeprepo.base import prompts
 from deeprepo.base.errors import ConfigError
+from deeprepo.base.jsonl import numbered_lines
 from deeprepo.orchestrator.episode import EpisodeConfig, metadata_summary
 from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import Task, TaskSpec, generate_tasks_in_memory
@@ -127,13 +128,11 @@ def expert_examples(sft: SftSection, config: TrainConfig) -> tuple[list[dict[str
 def read_examples(path: Path) -> list[dict[str, Any]]:
     """The examples of a JSONL file; one line per example, each with a ``messages`` list."""
     try:
-        lines = path.read_text("utf-8").split("\n")  # "\n" only: see deeprepo.base.jsonl
+        lines = numbered_lines(path.read_text("utf-8"))
     except OSError as exc:
         raise ConfigError(f"sft.data {path}: cannot read it ({exc.strerror or exc})") from None
     examples: list[dict[str, Any]] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for n, line in lines:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

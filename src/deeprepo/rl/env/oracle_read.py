@@ -1,0 +1,168 @@
+"""What a prompt shows the oracle: which files' lines it holds, where, and the instruction
+around them. Files are found by content (``findings.coverage``): bare, fenced, quoted or
+numbered lines, with or without a path header; without a codebase only ``<file
+path="...">`` blocks are read, and trusted."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from deeprepo.base.prompts import extract_file_blocks
+from deeprepo.findings.coverage import (
+    MIN_LINE_LENGTH,
+    line_number_prefix,
+    line_variants,
+    unescape,
+)
+
+__all__ = ["PromptReader", "ShownFile"]
+
+_AMBIGUOUS = 8  # a line found at more places than this is boilerplate: no anchor
+_NEIGHBOUR_SPAN = 6  # how far (in file lines) a bug's neighbour may be
+_SLACK = 3  # extra prompt lines allowed between a line and its neighbour
+
+
+@dataclass
+class ShownFile:
+    """One file as a prompt shows it: where each of its lines sits in the prompt."""
+
+    path: str
+    at: dict[int, list[int]] = field(default_factory=dict)  # line number -> prompt positions
+    number: dict[int, int] = field(default_factory=dict)  # line number -> number shown
+    text: dict[int, str] = field(default_factory=dict)  # line number -> stripped text
+    nontrivial: list[int] = field(default_factory=list)  # the file's non-trivial line numbers
+
+    def add(self, line: int, pos: int, text: str, number: int | None) -> None:
+        self.at.setdefault(line, []).append(pos)
+        self.text[line] = text
+        if number is not None:
+            self.number[line] = number
+
+    @property
+    def shown_nontrivial(self) -> int:
+        return sum(1 for n, t in self.text.items() if len(t) >= MIN_LINE_LENGTH)
+
+    def located(self, lo: int, hi: int) -> int | None:
+        """A non-trivial line in ``[lo, hi]`` shown in order with its neighbours: of the
+        (up to two) non-trivial file lines on each side of it, at least one is shown, and
+        every one shown sits on its side of it in the prompt, close by. Shuffled lines fail
+        this; a slice that cuts next to the line passes on the side it keeps."""
+        nt = self.nontrivial
+        for n in range(lo, hi + 1):
+            if n not in self.at or len(self.text[n]) < MIN_LINE_LENGTH:
+                continue
+            i = bisect.bisect_left(nt, n)
+            near = [
+                m for m in nt[max(0, i - 2) : i + 3] if m != n and abs(m - n) <= _NEIGHBOUR_SPAN
+            ]
+            if not near:
+                return n  # nothing near it in the file: the line stands alone
+            shown = [m for m in near if m in self.at]
+            # Every neighbour the prompt shows must sit in order, close by; none shown is
+            # a line without context.
+            if shown and any(
+                all(
+                    any(
+                        0 < (p - pos) * (1 if m > n else -1) <= abs(m - n) + _SLACK
+                        for p in self.at[m]
+                    )
+                    for m in shown
+                )
+                for pos in self.at[n]
+            ):
+                return n
+        return None
+
+    def cited(self, line: int) -> int:
+        """The number a worker would cite for file line ``line``: the prompt's own, if any."""
+        return self.number.get(line, line)
+
+
+class PromptReader:
+    """Reads prompts against one codebase (indexed on first use)."""
+
+    def __init__(self, codebase: Mapping[str, str]) -> None:
+        self._codebase = {k.removeprefix("./"): v for k, v in codebase.items()}
+        self._where: dict[str, list[tuple[str, int]]] | None = None
+        self._all_lines: set[str] = set()
+        self._nontrivial: dict[str, list[int]] = {}
+
+    def _index(self) -> dict[str, list[tuple[str, int]]]:
+        if self._where is None:
+            where: dict[str, list[tuple[str, int]]] = defaultdict(list)
+            for path, text in self._codebase.items():
+                lines = [ln.strip() for ln in text.split("\n")]
+                self._nontrivial[path] = [
+                    i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH
+                ]
+                for i, s in enumerate(lines, 1):
+                    if s:
+                        self._all_lines.add(s)
+                        if len(s) >= MIN_LINE_LENGTH:
+                            where[s].append((path, i))
+            self._where = dict(where)
+        return self._where
+
+    def read(self, prompt: str) -> tuple[dict[str, ShownFile], str, int]:
+        """Files shown (by content), the instruction text (lines that are no code of the
+        repository) and the prompt's size in non-empty lines."""
+        if not self._codebase:
+            return self._read_blocks(prompt)
+        where = self._index()
+        lines = prompt.split("\n")
+        if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
+            lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
+        shown: dict[str, ShownFile] = {}
+        instruction: list[str] = []
+        size = 0
+        for pos, raw in enumerate(lines):
+            if not raw.strip():
+                continue
+            size += 1
+            located = False
+            for k, variant in enumerate(line_variants(raw)):
+                places = where.get(variant)
+                if places is None:
+                    continue
+                located = True
+                if len(places) <= _AMBIGUOUS:
+                    number = line_number_prefix(raw) if k else None
+                    if number is not None:
+                        # A line whose text repeats in a file is the copy its number names.
+                        exact = {path for path, n in places if n == number}
+                        places = [(p, n) for p, n in places if p not in exact or n == number]
+                    for path, n in places:
+                        view = shown.get(path)
+                        if view is None:
+                            view = shown[path] = ShownFile(path, nontrivial=self._nontrivial[path])
+                        view.add(n, pos, variant, number)
+                break
+            if not located and not any(v in self._all_lines for v in line_variants(raw)):
+                instruction.append(raw)
+        # Files that only share a line or two (boilerplate) with the prompt are not shown.
+        kept = {
+            p: v
+            for p, v in shown.items()
+            if v.shown_nontrivial >= min(5, max(1, len(self._nontrivial[p]) // 2))
+        }
+        return kept, "\n".join(instruction), size
+
+    def _read_blocks(self, prompt: str) -> tuple[dict[str, ShownFile], str, int]:
+        shown: dict[str, ShownFile] = {}
+        pos = 0
+        for raw_path, content, start in extract_file_blocks(prompt):
+            path = raw_path.strip().removeprefix("./")
+            view = shown.setdefault(path, ShownFile(path))
+            for k, line in enumerate(content.split("\n")):
+                pos += 1
+                if s := line.strip():
+                    view.add(start + k, pos, s, None)
+        for view in shown.values():
+            view.nontrivial = sorted(n for n, t in view.text.items() if len(t) >= MIN_LINE_LENGTH)
+        instruction = re.sub(r"<file .*?</file>", "", prompt, flags=re.DOTALL)
+        size = sum(1 for ln in prompt.split("\n") if ln.strip())
+        return {p: v for p, v in shown.items() if v.text}, instruction, size
