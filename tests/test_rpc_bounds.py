@@ -13,7 +13,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from deeprepo.sandbox import Kernel, KernelPool, SandboxConfig, protocol
+from deeprepo.sandbox import protocol
+from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.kernel import Kernel
+from deeprepo.sandbox.pool import KernelPool
 
 PAYLOAD = {
     "codebase": {"app.py": "import os\nos.system(input())\n", "b.py": "x = 1\n"},

@@ -11,18 +11,12 @@ import pytest
 from deeprepo.base import prompts
 from deeprepo.base.errors import SandboxError, SandboxRefused
 from deeprepo.sandbox import isolation, protocol
-from deeprepo.sandbox.child import ReadOnlyDict
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.framing import HeadTailBuffer, LineSplitter, MarkedOutput
 from deeprepo.sandbox.kernel import Kernel
 from deeprepo.sandbox.pool import KernelPool
-from deeprepo.sandbox.protocol import (
-    HeadTailBuffer,
-    LineSplitter,
-    MarkedOutput,
-    cut_middle,
-    format_syntax_error,
-    syntax_hint,
-)
+from deeprepo.sandbox.protocol import cut_middle, format_syntax_error, syntax_hint
+from deeprepo.sandbox.scaffold import ReadOnlyDict
 
 FILES = {
     "app/main.py": "import os\n\ndef run(cmd):\n    os.system(cmd)\n",
