@@ -26,7 +26,7 @@ a function's ``__globals__``, closure and defaults, a class's dict, every module
   *runners* made afresh for it (``runner.py``): one runs the cell, and one the cell never
   saw puts back, as they were before the first cell, every scaffold object (code,
   defaults, globals, class dicts), the builtins, the ``json``, ``traceback`` and
-  ``linecache`` modules, the ``ast`` classes and the recursion limit, naming what it
+  ``linecache`` modules and the recursion limit, naming what it
   restored (``guard.py``).
 
 Everything the kernel imports by name is imported here, before the isolation is applied
@@ -50,6 +50,7 @@ import os
 import sys
 import types
 from collections.abc import Iterator
+from itertools import chain
 from typing import Any
 
 #: The kernel's own modules, found by name and run as private copies, in this order (each
@@ -105,7 +106,8 @@ def load_kernel() -> dict[str, types.ModuleType]:
 
 def main(argv: list[str]) -> int:
     # Each item is (function, args); the iterator lives only on this frame's value stack,
-    # so a cell that looks down its stack finds no way to the queue the loop hands work on.
+    # so a cell that looks down its stack finds no way to the queue the loop hands work on,
+    # nor to the items after the one that runs it.
     for fn, args in _start(argv):
         try:
             fn(*args)
@@ -143,9 +145,9 @@ def _start(argv: list[str]) -> Iterator[tuple[Any, Any]]:
     import linecache  # noqa: F401
     import traceback  # noqa: F401
 
-    work: SimpleQueue[tuple[Any, Any]] = SimpleQueue()
+    work: SimpleQueue[tuple[tuple[Any, Any], ...] | None] = SimpleQueue()
     _thread.start_new_thread(modules["loop"].serve, (rfd, wfd, work.put))
-    return iter(work.get, (None, None))
+    return chain.from_iterable(iter(work.get, None))
 
 
 def _die_with_parent() -> None:

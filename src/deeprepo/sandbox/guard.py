@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sys
 import types
-from itertools import repeat
-from operator import is_not
+from itertools import chain, repeat
+from operator import is_not, methodcaller
 from typing import Any
 
 MISSING = object()  # "no such key": shared by the scaffold, the runner and the plan
+values_of = methodcaller("values")
 WATCHED_MODULES = (
     "builtins",
     "json",
@@ -53,18 +54,6 @@ def rebind(fn: Any, g: dict[str, Any]) -> Any:
     new.__qualname__ = fn.__qualname__
     new.__doc__ = fn.__doc__
     return new
-
-
-def ast_classes() -> list[tuple[str, type]]:
-    """Every class of the ``ast`` nodes: a cell that patched one (a property on
-    ``ast.Module.body``) would change how every later cell is parsed."""
-    import _ast
-
-    return [
-        (f"ast.{name}", value)
-        for name, value in sorted(vars(_ast).items())
-        if isinstance(value, type) and issubclass(value, _ast.AST)
-    ]
 
 
 def make_plan(
@@ -126,18 +115,21 @@ def make_plan(
 
 
 def _fast_plan(entries: list[tuple[Any, ...]], limit: int) -> tuple[Any, ...]:
-    """The plan with what "nothing changed" needs first: each dict (or class dict) with its
-    size, last key and values in order, so the check is a C loop over each."""
-    fast: list[tuple[Any, ...]] = []
+    """The plan with what "nothing changed" needs first, so the check is a few C loops over
+    all of it: every dict (or class dict) and its size, last key and values in order."""
+    containers: list[Any] = []
+    sizes: list[int] = []
+    lasts: list[Any] = []
+    values: list[Any] = []
     lookups: tuple[list[Any], list[Any], list[Any]] = ([], [], [])
     for entry in entries:
         kind = entry[0]
         if kind in ("dict", "class"):
             container = entry[2] if kind == "dict" else entry[2].__dict__
-            keys, values = entry[3], entry[4]
+            keys, vals = entry[3], entry[4]
         elif kind == "kwdefaults":
             container = entry[2]
-            keys, values = tuple(k for k, _ in entry[3]), tuple(v for _, v in entry[3])
+            keys, vals = tuple(k for k, _ in entry[3]), tuple(v for _, v in entry[3])
         elif kind == "module":
             lookups[0].append(entry[4])
             lookups[1].append(entry[2])
@@ -145,8 +137,12 @@ def _fast_plan(entries: list[tuple[Any, ...]], limit: int) -> tuple[Any, ...]:
             continue
         else:
             continue
-        fast.append((container, len(keys), keys[-1] if keys else MISSING, values))
-    return (tuple(fast), tuple(map(tuple, lookups)), (sys.getrecursionlimit, limit), tuple(entries))
+        containers.append(container)
+        sizes.append(len(keys))
+        lasts.append(keys[-1] if keys else MISSING)
+        values.extend(vals)
+    fast = (tuple(containers), tuple(sizes), tuple(lasts), tuple(values))
+    return (fast, tuple(map(tuple, lookups)), (sys.getrecursionlimit, limit), tuple(entries))
 
 
 # ---------------------------------------------------------------- run by the runner, per cell
@@ -155,19 +151,19 @@ def _fast_plan(entries: list[tuple[Any, ...]], limit: int) -> tuple[Any, ...]:
 def restore_plan(plan: tuple[Any, ...]) -> list[str]:
     """Put back every object of ``plan`` as it was before the first cell; what changed.
 
-    The runner runs this over globals of its own (``MISSING``, ``is_not``, ``repeat``)."""
-    fast, lookups, limit, entries = plan
-    for d, size, last, values in fast:
-        if len(d) != size or next(reversed(d), MISSING) is not last:
-            break
-        if any(map(is_not, d.values(), values)):  # identity, in C: no __eq__ of the cell's runs
-            break
-    else:
-        modules_same = not any(
-            map(is_not, map(dict.get, *lookups[:2], repeat(MISSING)), lookups[2])
-        )
-        if modules_same and limit[0]() == limit[1]:
-            return []  # nothing changed: the common case
+    The runner runs this over globals of its own (``MISSING``, ``is_not``, ``repeat``,
+    ``chain``, ``values_of``)."""
+    (containers, sizes, lasts, values), lookups, limit, entries = plan
+    # Nothing changed, the common case: every size, last key and value as it was, by
+    # identity, in C (no __eq__ of the cell's runs), then the modules and the limit.
+    if (
+        tuple(map(len, containers)) == sizes
+        and not any(map(is_not, map(next, map(reversed, containers), repeat(MISSING)), lasts))
+        and not any(map(is_not, chain.from_iterable(map(values_of, containers)), values))
+        and not any(map(is_not, map(dict.get, *lookups[:2], repeat(MISSING)), lookups[2]))
+        and limit[0]() == limit[1]
+    ):
+        return []
     changed: list[str] = []
     for entry in entries:
         kind = entry[0]

@@ -58,8 +58,10 @@ class KernelLoop:
         self.encoder = _json.make_encoder(
             None, _unencodable, encode_escaped, None, ":", ",", False, False, True
         )
-        self.submit = submit  # hands (function, args) to the main thread, which runs cells
-        self.release = len  # a C no-op: what it is handed is freed by the main thread
+        self.submit = submit  # hands ((function, args), ...) to the main thread, which runs cells
+        # What the cell before could reach: handed back to the main thread with the next
+        # cell (the runner takes it as an argument), so it is freed there, never here.
+        self.graveyard: tuple[Any, ...] = ()
         self.new_lock = _thread.allocate_lock
         self.new_function = types.FunctionType
         self.getpid = os.getpid
@@ -71,20 +73,27 @@ class KernelLoop:
         self.gc_on = True  # what the cell wants; the loop itself runs with the gc off
         self.reap = harden.reaper()
         self.repeat, self.is_not, self.count = itertools.repeat, operator.is_not, itertools.count
+        self.chain, self.values_of = itertools.chain, operator.methodcaller("values")
         self.new_dict, self.dict_update = dict.__new__, dict.update
+        # The code each runner is made of (the runner itself first), over fresh globals per cell.
         self.runner_parts = tuple(
-            (f.__code__, f.__name__, f.__defaults__)
-            for f in (
-                runner.run_cell,
-                runner.finish_cell,
-                runner.plain_finding,
-                guard.restore_plan,
-                guard.internals_note,
-                guard.leftover_note,
-                protocol.format_syntax_error,
-                protocol.syntax_hint,
-                protocol.cut_middle,
-                protocol.cut_note,
+            tuple((f.__code__, f.__name__, f.__defaults__) for f in functions)
+            for functions in (
+                (
+                    runner.run_cell,
+                    guard.restore_plan,
+                    guard.leftover_note,
+                    protocol.format_syntax_error,
+                    protocol.syntax_hint,
+                    protocol.cut_middle,
+                    protocol.cut_note,
+                ),
+                (
+                    runner.finish_cell,
+                    runner.plain_finding,
+                    guard.restore_plan,
+                    guard.internals_note,
+                ),
             )
         )
         self.hide = (runner.__file__, scaffold.__file__, guard.__file__, __file__)
@@ -209,7 +218,7 @@ class KernelLoop:
         self.format_exception = rebind(protocol.format_exception, fe_g)
         self.plan, protected = guard.make_plan(
             [("scaffold", g), ("prompts", prompt_g), ("traceback", fe_g)],
-            [("codebase", read_only), ("sys.stdout", stdout_class), *guard.ast_classes()],
+            [("codebase", read_only), ("sys.stdout", stdout_class)],
         )
         protected.add(id(self.format_exception))
         # Last: from here on the hook refuses new hooks, and it keeps a frozen copy of the ids.
@@ -229,30 +238,24 @@ class KernelLoop:
     def run_cell(self, cell_id: int, code: str) -> bytes:
         """Have the main thread run one cell, then finish it; the result line.
 
-        Both runners, their globals and arguments are made before the cell runs, and the
-        second is handed over only after the first has returned: between the two this
-        thread allocates nothing (the cell's gc may be on) and the cell never saw the second.
+        Both runners are handed over at once, and the main thread takes the second only once
+        the first has returned: the cell cannot reach the queue or the pair (they live on the
+        main thread's value stack, not in any frame's locals), so it never sees the second
+        runner, its globals or its lock, and this thread waits for that lock alone.
         """
-        g1 = self._runner_globals()
-        g2 = self._runner_globals()
+        run, finish = self._runner(self.runner_parts[0]), self._runner(self.runner_parts[1])
         box1: list[Any] = []
         box2: list[Any] = []
-        done1, done2 = self.new_lock(), self.new_lock()  # the cell can reach done1, not done2
-        done1.acquire()
-        done2.acquire()
+        done = self.new_lock()
+        done.acquire()
         # Each cell gets a fresh copy of ``codebase`` (a dict copy, C-level: no class method
         # runs): a copy one cell changed through dict.__setitem__ is not what the next sees.
         codebase = self.new_dict(self.read_only)
         self.dict_update(codebase, self.files)
         scaffold_objects = tuple((n, codebase if n == "codebase" else o) for n, o in self.scaffold)
         sink: tuple[Any, ...] = (
-            self.stdout_class,
-            self.output_limit,
-            [],
-            [],
-            [0, 0, 0],
-            self.findings,
-        )
+            self.stdout_class, self.output_limit, [], [], [0, 0, 0], self.findings,
+        )  # fmt: skip
         env1 = (
             scaffold_objects, sink, self.stdout_target, self.restore_answer, self.process,
             self.format_exception, self.hide, codebase, self.parse, (self.gc_on, self.gc[0]),
@@ -261,16 +264,13 @@ class KernelLoop:
             scaffold_objects, sink, self.stdout_target, outcome.MAX_FINDINGS_PER_CELL, self.gc[1:],
         )  # fmt: skip
         source = (code, f"<cell-{cell_id}>")
-        first = (g1["run_cell"], (self.plan, self.ns, source, box1, done1, env1))
-        second = (g2["finish_cell"], (self.plan, self.ns, box2, done2, env2))
-        self.submit(first)
-        done1.acquire()
-        self.submit(second)  # runs after the first has returned, whatever the cell did to done1
-        done2.acquire()
-        self.gc[1]()  # off, even if the cell let go of the runner's lock itself
+        first = (run, (self.plan, self.ns, source, box1, env1, self.graveyard))
+        second = (finish, (self.plan, self.ns, box2, done, env2))
+        self.submit((first, second))
+        done.acquire()
+        self.gc[1]()  # off, even if something of the cell's turned it on again
         items = [*box1, *box2]
-        # Everything the cell could reach goes back to the main thread, which frees it last.
-        self.submit((self.release, ((first, g1, g2, second, items),)))
+        self.graveyard = (run, finish, box1, box2, env1, env2, second, items)
         result, syntax, self.gc_on = outcome.read(cell_id, items)
         if not syntax:
             self.restore_answer = None  # the cell ran: it was put back in its namespace
@@ -280,17 +280,20 @@ class KernelLoop:
             result["mark"] = False
         return outcome.fit(result, self._line)
 
-    def _runner_globals(self) -> dict[str, Any]:
+    def _runner(self, parts: tuple[tuple[Any, ...], ...]) -> Any:
+        """A runner made afresh over globals of its own, and the functions it calls."""
         g: dict[str, Any] = {
             "__builtins__": dict(self.pristine_builtins),
             "MISSING": self.missing,
             "sys": sys,
             "is_not": self.is_not,
             "repeat": self.repeat,
+            "chain": self.chain,
+            "values_of": self.values_of,
         }
-        for code_obj, name, defaults in self.runner_parts:
+        for code_obj, name, defaults in parts:
             g[name] = self.new_function(code_obj, g, name, defaults)
-        return g
+        return g[parts[0][1]]
 
 
 def _unencodable(value: object) -> Any:
@@ -299,11 +302,12 @@ def _unencodable(value: object) -> Any:
 
 def serve(rfd: int, wfd: int, submit: Any) -> None:
     """The kernel's message loop, in a thread of its own (call it from a private copy of this
-    module); the main thread runs what it is handed through ``submit``. ``(None, None)`` ends it."""
+    module); the main thread runs each ``(function, args)`` of the tuples it is handed through
+    ``submit``, in order. ``None`` ends it."""
     try:
         _serve(rfd, wfd, submit)
     finally:
-        submit((None, None))
+        submit(None)
 
 
 def _serve(rfd: int, wfd: int, submit: Any) -> None:

@@ -7,9 +7,10 @@ their own, and hands them to the main thread one after the other:
 - :func:`run_cell` parses the source (the ``ast`` classes are patchable, so never in the
   loop's thread) and runs it. The cell can reach this function's frame, so it does
   nothing after the cell but show the cell's exception;
-- :func:`finish_cell` is handed over only once ``run_cell`` has returned, so the cell never
-  saw its frame, globals or arguments: it puts back the restore plan and the scaffold, and
-  reads the answer, the output and the findings.
+- :func:`finish_cell` runs once ``run_cell`` has returned, from the main thread's queue,
+  which no cell can reach: so the cell never saw its frame, globals or arguments. It puts
+  back the restore plan and the scaffold, and reads the answer, the output and the
+  findings.
 
 The loop gets back plain ``str``/``int``/``bool``/``tuple`` values only, and never calls,
 compares, hashes or frees an object of the cell's.
@@ -30,10 +31,13 @@ def run_cell(
     ns: dict[str, Any],
     source: tuple[str, str],
     box: list[Any],
-    done: Any,
     env: tuple[Any, ...],
+    graveyard: tuple[Any, ...],
 ) -> None:
-    """Parse and run one cell; ``box`` gets ``("syntax",)`` or ``("ran", error)``."""
+    """Parse and run one cell; ``box`` gets ``("syntax",)`` or ``("ran", error)``.
+
+    ``graveyard`` is what the cell before could reach, which the loop must not free: the
+    main thread does, once this has returned (before ``finish_cell`` restores)."""
     (
         scaffold, sink, target, restore_answer, process, format_exception, hide, codebase,
         parse, gc,
@@ -108,8 +112,8 @@ def run_cell(
         if getpid() != pid:
             exit_(0)  # a fork made by the cell has finished the cell's code: it stops here
         box.append(("ran", error))
-    finally:
-        done.release()
+    except BaseException:  # a runner that failed reports nothing; finish_cell still runs
+        pass
 
 
 def finish_cell(
