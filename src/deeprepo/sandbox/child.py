@@ -54,7 +54,7 @@ from itertools import chain
 from typing import Any
 
 #: The kernel's own modules, found by name and run as private copies, in this order (each
-#: one stdlib only; the loop is linked to the others).
+#: one stdlib only; linked to each other as LINKS says).
 KERNEL_MODULES = (
     "deeprepo.sandbox.harden",
     "deeprepo.sandbox.protocol",
@@ -70,11 +70,6 @@ LINKS = {
     "outcome": ("protocol", "runner", "scaffold"),
     "loop": ("harden", "protocol", "prompts", "scaffold", "guard", "runner", "outcome"),
 }
-#: The deeprepo modules a kernel's ``sys.modules`` lists: the packages the import of the
-#: kernel's modules goes through (``deeprepo/__init__.py`` imports only the version).
-PUBLIC_MODULES = frozenset(
-    {"deeprepo", "deeprepo.base", "deeprepo.base.version", "deeprepo.sandbox"}
-)
 
 
 def private_copy(name: str, builtins_dict: dict[str, Any]) -> types.ModuleType:

@@ -125,10 +125,10 @@ def _interpreter_dirs(python: str) -> list[str]:
     return [os.path.realpath(d) for d in dirs]
 
 
-def kernel_paths(root: str = PACKAGE_ROOT) -> list[str]:
-    """What the child imports of deeprepo, under ``root``: the package face (which imports only
+def kernel_paths() -> list[str]:
+    """What the child imports of deeprepo: the package face (which imports only
     ``deeprepo.base.version``), ``deeprepo/base`` (the prompts) and ``deeprepo/sandbox``."""
-    package = os.path.join(root, "deeprepo")
+    package = os.path.join(PACKAGE_ROOT, "deeprepo")
     return [
         os.path.join(package, "__init__.py"),
         os.path.join(package, "base"),

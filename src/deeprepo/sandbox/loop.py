@@ -69,6 +69,7 @@ class KernelLoop:
         self.pid = os.getpid()
         self.process = (os.getpid, self.pid, os._exit)
         self.parse = (ast.Expr, ast.Expression, linecache.cache)
+        self.ast_classes = guard.freeze_ast_classes()  # the ones it could not freeze, if any
         self.gc = (gc.enable, gc.disable, gc.isenabled)
         self.gc_on = True  # what the cell wants; the loop itself runs with the gc off
         self.reap = harden.reaper()
@@ -218,7 +219,7 @@ class KernelLoop:
         self.format_exception = rebind(protocol.format_exception, fe_g)
         self.plan, protected = guard.make_plan(
             [("scaffold", g), ("prompts", prompt_g), ("traceback", fe_g)],
-            [("codebase", read_only), ("sys.stdout", stdout_class)],
+            [("codebase", read_only), ("sys.stdout", stdout_class), *self.ast_classes],
         )
         protected.add(id(self.format_exception))
         # Last: from here on the hook refuses new hooks, and it keeps a frozen copy of the ids.

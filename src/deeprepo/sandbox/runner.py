@@ -84,7 +84,7 @@ def run_cell(
         while True:
             again = restore_plan(plan)
             for name, obj in scaffold:
-                if name != "codebase" and ns.get(name, MISSING) is not obj:
+                if ns.get(name, MISSING) is not obj:
                     ns[name] = obj
                     again.append(name)
             if not again:
@@ -112,8 +112,10 @@ def run_cell(
         if getpid() != pid:
             exit_(0)  # a fork made by the cell has finished the cell's code: it stops here
         box.append(("ran", error))
-    except BaseException:  # a runner that failed reports nothing; finish_cell still runs
-        pass
+    except BaseException as exc:  # finish_cell still runs
+        box.append(
+            ("error", f"[deeprepo] the kernel could not run the cell: {type(exc).__name__}\n")
+        )
 
 
 def finish_cell(

@@ -5,7 +5,7 @@ the classes of ``codebase`` and ``sys.stdout``. Kernel side, stdlib only: the ch
 (``child.py``) runs this module as a private copy, and the loop (``loop.py``) makes each
 kernel's scaffold from these functions' *code* over a globals dict of that kernel's own,
 which the runner (``runner.py``) puts back after every cell. Nothing here imports
-another deeprepo module or keeps state at module level.
+another deeprepo module; the module-level names below are placeholders.
 """
 
 from __future__ import annotations
