@@ -251,14 +251,6 @@ def internals_note(names: list[str]) -> str:
     )
 
 
-def leftover_note(names: list[str]) -> str:
-    shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
-    return (
-        f"[deeprepo] code the previous cell left behind changed kernel internals ({shown}) after "
-        "it ended; they were put back before this cell ran.\n"
-    )
-
-
 # ---------------------------------------------------------------- the audit hook
 
 

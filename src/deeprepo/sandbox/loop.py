@@ -60,7 +60,7 @@ class KernelLoop:
         )
         self.submit = submit  # hands ((function, args), ...) to the main thread, which runs cells
         # What the cell before could reach: handed back to the main thread with the next
-        # cell (the runner takes it as an argument), so it is freed there, never here.
+        # cell (its first runner empties it), so it is freed there, never here.
         self.graveyard: tuple[Any, ...] = ()
         self.new_lock = _thread.allocate_lock
         self.new_function = types.FunctionType
@@ -82,8 +82,6 @@ class KernelLoop:
             for functions in (
                 (
                     runner.run_cell,
-                    guard.restore_plan,
-                    guard.leftover_note,
                     protocol.format_syntax_error,
                     protocol.syntax_hint,
                     protocol.cut_middle,
@@ -258,14 +256,19 @@ class KernelLoop:
             self.stdout_class, self.output_limit, [], [], [0, 0, 0], self.findings,
         )  # fmt: skip
         env1 = (
-            scaffold_objects, sink, self.stdout_target, self.restore_answer, self.process,
-            self.format_exception, self.hide, codebase, self.parse, (self.gc_on, self.gc[0]),
+            sink, self.stdout_target, self.restore_answer, self.process, self.format_exception,
+            self.hide, codebase, self.parse, (self.gc_on, self.gc[0]),
         )  # fmt: skip
+        kept: list[Any] = []  # what the finishing runner replaces: freed after the next cell
         env2 = (
-            scaffold_objects, sink, self.stdout_target, outcome.MAX_FINDINGS_PER_CELL, self.gc[1:],
+            scaffold_objects, sink, self.stdout_target, outcome.MAX_FINDINGS_PER_CELL,
+            self.gc[1:], kept,
         )  # fmt: skip
         source = (code, f"<cell-{cell_id}>")
-        first = (run, (self.plan, self.ns, source, box1, env1, self.graveyard))
+        # The cell before's objects go in a list the main thread empties: the loop's own
+        # reference to them must not be the last (the batch may be gone before this returns).
+        graveyard, self.graveyard = [self.graveyard], ()
+        first = (run, (self.ns, source, box1, env1, graveyard))
         second = (finish, (self.plan, self.ns, box2, done, env2))
         self.submit((first, second))
         done.acquire()

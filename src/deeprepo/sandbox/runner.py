@@ -2,15 +2,17 @@
 
 Kernel side, stdlib only, a private copy in the child (``child.py``). For every cell the
 loop (``loop.py``) makes two new functions from this module's code, over globals of
-their own, and hands them to the main thread one after the other:
+their own, and hands them to the main thread together:
 
-- :func:`run_cell` parses the source (the ``ast`` classes are patchable, so never in the
-  loop's thread) and runs it. The cell can reach this function's frame, so it does
-  nothing after the cell but show the cell's exception;
-- :func:`finish_cell` runs once ``run_cell`` has returned, from the main thread's queue,
-  which no cell can reach: so the cell never saw its frame, globals or arguments. It puts
-  back the restore plan and the scaffold, and reads the answer, the output and the
-  findings.
+- :func:`run_cell` parses the source (never in the loop's thread: a cell's code could run
+  there through a patched class) and runs it. The cell can reach this function's frame,
+  so it does nothing after the cell but show the cell's exception;
+- :func:`finish_cell` runs once ``run_cell`` has returned, taken from the main thread's
+  queue, which no frame refers to: so the cell never saw its frame, globals or arguments.
+  It reads the answer, the namespace, the output and the findings, puts back the
+  scaffold, then, last, the restore plan; everything it replaces or drops it keeps in
+  ``kept``, which the next cell's ``run_cell`` frees once that cell has run, so no
+  finalizer of the cell's runs between the restore and the next cell.
 
 The loop gets back plain ``str``/``int``/``bool``/``tuple`` values only, and never calls,
 compares, hashes or frees an object of the cell's.
@@ -22,26 +24,22 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the loop puts these in each runner's globals (nothing is imported here)
-    from deeprepo.sandbox.guard import MISSING, internals_note, leftover_note, restore_plan
+    from deeprepo.sandbox.guard import MISSING, internals_note, restore_plan
     from deeprepo.sandbox.protocol import cut_middle, format_syntax_error
 
 
 def run_cell(
-    plan: tuple[Any, ...],
     ns: dict[str, Any],
     source: tuple[str, str],
     box: list[Any],
     env: tuple[Any, ...],
-    graveyard: tuple[Any, ...],
+    graveyard: list[Any],
 ) -> None:
     """Parse and run one cell; ``box`` gets ``("syntax",)`` or ``("ran", error)``.
 
-    ``graveyard`` is what the cell before could reach, which the loop must not free: the
-    main thread does, once this has returned (before ``finish_cell`` restores)."""
-    (
-        scaffold, sink, target, restore_answer, process, format_exception, hide, codebase,
-        parse, gc,
-    ) = env  # fmt: skip
+    ``graveyard`` holds what the cell before could reach, which the loop must not free:
+    this empties it once the cell has run (before ``finish_cell`` restores)."""
+    sink, target, restore_answer, process, format_exception, hide, codebase, parse, gc = env
     stdout_class, limit, head, tail, counts, findings = sink
     getpid, pid, exit_ = process
     ast_expr, ast_expression, line_cache = parse
@@ -49,8 +47,6 @@ def run_cell(
     code, filename = source
     try:
         findings.clear()
-        if gc_on:
-            gc_enable()  # the cell's own choice; the loop runs with the cyclic gc off
         try:
             tree: Any = compile(code, filename, "exec", 0x400)  # ast.PyCF_ONLY_AST
         except (SyntaxError, ValueError) as exc:
@@ -78,21 +74,9 @@ def run_cell(
         sys.stdout = sys.stderr = stdout
         if restore_answer is not None:
             ns["answer"] = {"content": restore_answer, "ready": False}
-        # Code the last cell left behind (a finalizer of an object freed after its restore)
-        # may have patched the kernel since: put it back again, until nothing changes.
-        changed: list[str] = []
-        while True:
-            again = restore_plan(plan)
-            for name, obj in scaffold:
-                if ns.get(name, MISSING) is not obj:
-                    ns[name] = obj
-                    again.append(name)
-            if not again:
-                break
-            changed += again
-        if changed:
-            stdout.write(leftover_note(list(dict.fromkeys(changed))))
         error = None
+        if gc_on:
+            gc_enable()  # the cell's own choice; the loop runs with the cyclic gc off
         try:
             exec(body, ns)
             if last is not None:
@@ -116,30 +100,34 @@ def run_cell(
         box.append(
             ("error", f"[deeprepo] the kernel could not run the cell: {type(exc).__name__}\n")
         )
+    finally:
+        while graveyard:  # a finalizer it runs may put more there
+            graveyard.clear()
 
 
 def finish_cell(
     plan: tuple[Any, ...], ns: dict[str, Any], box: list[Any], done: Any, env: tuple[Any, ...]
 ) -> None:
-    """Put back what the cell changed and read what it did.
+    """Read what the cell did, then put back what it changed.
 
     ``box`` gets ``("ok", restored, (content, ready), user_vars)`` (which the loop ignores
     after a syntax error), notes as ``("error", text)``, and last ``("out", head, total,
     tail, findings, recorded, gc_on)``.
     """
-    scaffold, sink, target, max_findings, gc = env
+    scaffold, sink, target, max_findings, gc, kept = env
     stdout_class, limit, head, tail, counts, findings = sink
     gc_disable, gc_isenabled = gc
     try:
-        changed = restore_plan(plan)
-        stdout = stdout_class(limit, head, tail, counts)
-        target[0] = stdout
-        sys.stdout = sys.stderr = stdout
-        if changed:
-            stdout.write(internals_note(changed))
+        # What the cell wants of the gc is read first: the cell's own objects may run code
+        # (a __del__, an __eq__) while the scaffold and its answer are read, never after
+        # the restore at the end.
+        gc_on = gc_isenabled()
+        gc_disable()
         restored: list[str] = []
         for name, obj in scaffold:
-            if ns.get(name, MISSING) is not obj:
+            old = ns.get(name, MISSING)
+            if old is not obj:
+                kept.append(old)
                 ns[name] = obj
                 restored.append(name)
         answer = ns.get("answer", MISSING)
@@ -150,6 +138,7 @@ def finish_cell(
             flag = dict.get(answer, "ready", MISSING)
             ready = flag is True or (type(flag) is int and flag != 0)
             if content is MISSING or flag is MISSING:
+                kept.append(answer)
                 ns["answer"] = {"content": content if type(content) is str else "", "ready": False}
                 restored.append("answer")
                 ready = False
@@ -158,15 +147,18 @@ def finish_cell(
                 content = dict.get(answer, "content", "")
             elif type(answer) is str:
                 content = answer
+            kept.append(answer)
             ns["answer"] = {"content": content if type(content) is str else "", "ready": False}
             restored.append("answer")
         if type(content) is not str:
+            kept.append(content)
             content = "" if content is None or content is MISSING else str.__str__(str(content))
         user_vars = tuple(
             k for k in ns if type(k) is str and not (k.startswith("__") and k.endswith("__"))
         )
         box.append(("ok", tuple(restored), (content, ready is True), user_vars))
     except BaseException as exc:
+        gc_on = True
         box.append(
             (
                 "error",
@@ -177,7 +169,17 @@ def finish_cell(
         try:
             recorded = list(findings)
             findings.clear()
-            kept = tuple(f for f in map(plain_finding, recorded[:max_findings]) if f is not None)
+            kept.append(recorded)
+            kept.extend((sys.stdout, sys.stderr, target[0]))
+            stdout = stdout_class(limit, head, tail, counts)
+            target[0] = stdout
+            sys.stdout = sys.stderr = stdout
+            changed = restore_plan(plan)
+            if changed:
+                stdout.write(internals_note(changed))
+            findings_kept = tuple(
+                f for f in map(plain_finding, recorded[:max_findings]) if f is not None
+            )
             half = max(0, limit) // 2
             tail_cap = max(0, limit) - half
             box.append(
@@ -188,13 +190,13 @@ def finish_cell(
                     "".join([s for s in list(tail) if type(s) is str])[-tail_cap:]
                     if tail_cap
                     else "",
-                    kept,
+                    findings_kept,
                     len(recorded),
-                    gc_isenabled(),
+                    gc_on is True,
                 )
             )
         finally:
-            gc_disable()  # before the loop goes on: no finalizer of the cell's runs there
+            gc_disable()  # the loop goes on with the gc off: no cycle of the cell's is freed there
             done.release()
 
 
