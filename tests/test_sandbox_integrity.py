@@ -229,6 +229,33 @@ async def test_import_hooks_and_paths_a_cell_plants_never_run_for_the_kernel(
 # loop's state. Each ran in the main thread instead, or not at all.
 GRAB = "    try:\n        raise ValueError('x')\n    except ValueError as e:\n        saved.append(e)\n"
 LOOP_ATTACKS = {
+    "the pipes' methods": (
+        "saved = []\ng = llm_batch.__globals__\n"
+        "names = ('_readline', '_write', '_reader', '_writer')\n"
+        "files = [getattr(g[k], '__self__', g[k]) for k in names if k in g]\n"
+        "def shadow(f, name):\n"
+        "    real = getattr(f, name)\n"
+        "    def evil(*a):\n"
+        "        try:\n            raise ValueError('x')\n"
+        "        except ValueError as e:\n            saved.append(e)\n"
+        "        return real(*a)\n"
+        "    setattr(f, name, evil)\n"
+        "for f in files:\n"
+        "    for name in ('readline', 'read', 'write', 'flush'):\n"
+        "        shadow(f, name)\n"
+        "print(llm_query('p'))"
+    ),
+    "_json's encoder": (
+        "import _json\nsaved = []\nreal = _json.make_encoder.__call__\n"
+        "def evil(self, *a):\n" + GRAB + "    return real(self, *a)\n"
+        "try:\n    _json.make_encoder.__call__ = evil\nexcept TypeError:\n    pass"
+    ),
+    "_json's scanner": (
+        "import _json\nsaved = []\nreal = _json.make_scanner.__call__\n"
+        "def evil(self, *a):\n" + GRAB + "    return real(self, *a)\n"
+        "try:\n    _json.make_scanner.__call__ = evil\nexcept TypeError:\n    pass\n"
+        "print(llm_query('p'))"
+    ),
     "os.waitid": (
         "import os, subprocess\nsaved = []\nreal = os.waitid\n"
         "class E(ChildProcessError): pass\n"

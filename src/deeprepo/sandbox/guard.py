@@ -56,21 +56,34 @@ def rebind(fn: Any, g: dict[str, Any]) -> Any:
     return new
 
 
-def freeze_ast_classes() -> list[tuple[str, type]]:
-    """Make every ``ast`` node class immutable, as CPython marks its own built-in types
-    (``Py_TPFLAGS_IMMUTABLETYPE``): setting or deleting an attribute of one then raises
-    ``TypeError``. The runner parses each cell with these classes, so a property a cell put
-    on ``ast.Module.body`` would rewrite every later cell; restoring them after each cell
-    instead costs ~100 us a cell. Returns the classes it could not freeze (none on CPython:
-    the flags are found where ``__flags__`` reads them), for the restore plan."""
+def kernel_classes() -> list[tuple[str, type]]:
+    """The patchable classes the kernel's own code calls into: every ``ast`` node class (the
+    runner parses each cell with them: a property on ``ast.Module.body`` would rewrite every
+    later cell) and ``_json``'s scanner and encoder (the loop reads and writes every message
+    with them: a ``__call__`` a cell put there would run in the loop's thread)."""
     import _ast
-    import ctypes
+    import _json
 
     classes = [
         (f"ast.{name}", value)
         for name, value in sorted(vars(_ast).items())
         if isinstance(value, type) and issubclass(value, _ast.AST)
     ]
+    return [
+        *classes,
+        ("_json.make_scanner", _json.make_scanner),
+        ("_json.make_encoder", _json.make_encoder),
+    ]
+
+
+def freeze(classes: list[tuple[str, type]]) -> list[tuple[str, type]]:
+    """Make ``classes`` immutable, as CPython marks its own built-in types
+    (``Py_TPFLAGS_IMMUTABLETYPE``): setting or deleting an attribute of one then raises
+    ``TypeError``, so nothing needs restoring after each cell (~100 us a cell for the 125
+    ``ast`` classes). Returns those it could not freeze, for the restore plan (none on
+    CPython 3.11 to 3.14, where the flags sit where ``__flags__`` reads them)."""
+    import ctypes
+
     if ctypes.sizeof(ctypes.c_ulong) != 8:
         return classes
 
@@ -78,7 +91,7 @@ def freeze_ast_classes() -> list[tuple[str, type]]:
         return ctypes.c_ulong.from_address(id(cls) + offset)
 
     probes = [int, type, dict, *(cls for _, cls in classes)]
-    for offset in range(0, 256, 8):  # tp_flags: 168 on 64-bit CPython 3.11 to 3.14
+    for offset in range(0, 256, 8):  # tp_flags: 168 on 64-bit CPython
         if all(word(cls, offset).value == cls.__flags__ for cls in probes):
             break
     else:

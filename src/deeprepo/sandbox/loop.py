@@ -45,8 +45,12 @@ class KernelLoop:
         import linecache
         import operator
 
-        self.reader = io.open(rfd, "rb")  # noqa: SIM115, UP020 - C objects: nothing a cell can patch
-        self.writer = io.open(wfd, "wb")  # noqa: SIM115, UP020
+        reader = io.open(rfd, "rb")  # noqa: SIM115, UP020 - C objects
+        writer = io.open(wfd, "wb")  # noqa: SIM115, UP020
+        # Their bound methods, captured now: a cell reaches the file objects (through the
+        # scaffold) and can shadow a method with an instance attribute.
+        self.readline, self.read = reader.readline, reader.read
+        self.write, self.flush = writer.write, writer.flush
         self.scan = _json.make_scanner(json.decoder.JSONDecoder())  # type: ignore[arg-type]
         self.encode_str = _json.encode_basestring_ascii
         brackets = protocol.BRACKETS
@@ -69,7 +73,9 @@ class KernelLoop:
         self.pid = os.getpid()
         self.process = (os.getpid, self.pid, os._exit)
         self.parse = (ast.Expr, ast.Expression, linecache.cache)
-        self.ast_classes = guard.freeze_ast_classes()  # the ones it could not freeze, if any
+        self.unfrozen = guard.freeze(
+            guard.kernel_classes()
+        )  # for the restore plan: none on CPython
         self.gc = (gc.enable, gc.disable, gc.isenabled)
         self.gc_on = True  # what the cell wants; the loop itself runs with the gc off
         self.reap = harden.reaper()
@@ -116,8 +122,8 @@ class KernelLoop:
         self.send_line(self._line(message))
 
     def send_line(self, line: bytes) -> None:
-        self.writer.write(line)
-        self.writer.flush()
+        self.write(line)
+        self.flush()
 
     def _line(self, message: dict[str, Any]) -> bytes:
         return "".join(self.encoder(message, 0)).encode("ascii") + b"\n"
@@ -125,7 +131,7 @@ class KernelLoop:
     def recv(self) -> dict[str, Any] | None:
         """The next well-formed message, or None at end of input (the parent is gone)."""
         while True:
-            line = self.reader.readline()
+            line = self.readline()
             if not line:
                 return None
             try:
@@ -135,7 +141,7 @@ class KernelLoop:
             if type(msg) is not dict or type(msg.get("type")) is not str:
                 continue
             if msg["type"] == "init" and type(msg.get("blob_bytes")) is int:
-                msg["blob"] = self.reader.read(msg["blob_bytes"])  # the file texts, raw UTF-8
+                msg["blob"] = self.read(msg["blob_bytes"])  # the file texts, raw UTF-8
             return msg
 
     # -- set-up (before any cell)
@@ -177,8 +183,9 @@ class KernelLoop:
         g.update(
             _findings=self.findings,
             _files=types.MappingProxyType(files),
-            _reader=self.reader,
-            _writer=self.writer,
+            _readline=self.readline,
+            _write=self.write,
+            _flush=self.flush,
             _lock=threading.Lock(),
             _ids=self.count(1),
             _calls=self.count(1),
@@ -217,7 +224,7 @@ class KernelLoop:
         self.format_exception = rebind(protocol.format_exception, fe_g)
         self.plan, protected = guard.make_plan(
             [("scaffold", g), ("prompts", prompt_g), ("traceback", fe_g)],
-            [("codebase", read_only), ("sys.stdout", stdout_class), *self.ast_classes],
+            [("codebase", read_only), ("sys.stdout", stdout_class), *self.unfrozen],
         )
         protected.add(id(self.format_exception))
         # Last: from here on the hook refuses new hooks, and it keeps a frozen copy of the ids.

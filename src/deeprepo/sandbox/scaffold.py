@@ -35,8 +35,9 @@ SCAFFOLD = (
 _findings: list[tuple[Any, ...]] = []
 _files: Any = {}
 _ns: dict[str, Any] = {}
-_reader: Any = None
-_writer: Any = None
+_readline: Any = None  # the pipes' bound methods (a cell can shadow the files' own)
+_write: Any = None
+_flush: Any = None
 _lock: Any = None
 _ids: Any = None
 _calls: Any = None  # numbers llm_query/llm_batch calls: a call's requests share its number
@@ -89,10 +90,10 @@ def _rpc(
             call[2],
             b"null" if system is None else _encode_str(system).translate(BRACKETS).encode("ascii"),
         )
-        _writer.write(head + b",".join(prompts) + b"]}\n")
-        _writer.flush()
+        _write(head + b",".join(prompts) + b"]}\n")
+        _flush()
         while True:
-            line = _reader.readline()
+            line = _readline()
             if not line:
                 os_exit(0)
             try:
