@@ -20,7 +20,8 @@ import statistics
 import time
 from typing import Any
 
-from deeprepo.sandbox import Kernel, KernelPool, SandboxConfig, bwrap_problem
+from deeprepo import Kernel, KernelPool, SandboxConfig
+from deeprepo.sandbox.isolation import bwrap_problem
 
 TARGET_START_S = 0.050
 TARGET_EXEC_S = 0.002

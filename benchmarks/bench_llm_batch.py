@@ -112,7 +112,7 @@ async def run_batches_in_repl(
 ) -> tuple[list[float], list[str]]:
     """The same batch called as ``llm_batch(...)`` from root code in the sandbox kernel,
     so the figure includes the RPC between the kernel and the parent."""
-    from deeprepo.sandbox import Kernel, SandboxConfig
+    from deeprepo import Kernel, SandboxConfig
 
     dispatcher = SubDispatcher(model)
     prompts = prompts_for(case)

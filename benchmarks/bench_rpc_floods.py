@@ -76,6 +76,7 @@ FLOODS: dict[str, str] = {
 
 def run_one(name: str) -> dict[str, object]:
     """Run one flood in this process; its figures."""
+    from deeprepo import SandboxConfig
     from deeprepo.base.chat import ChatRequest, Completion, Usage
     from deeprepo.builtin import make_static_worker
     from deeprepo.codebase.loader import load_codebase
@@ -85,7 +86,6 @@ def run_one(name: str) -> dict[str, object]:
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.prices import PriceTable
-    from deeprepo.sandbox import SandboxConfig
 
     fence = "```"
     replies = [

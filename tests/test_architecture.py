@@ -398,7 +398,7 @@ async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() 
     from deeprepo.providers.ledger import Ledger
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.prices import PriceTable
-    from deeprepo.sandbox import SandboxConfig
+    from deeprepo.sandbox.config import SandboxConfig
 
     seen: list[ChatRequest] = []
 

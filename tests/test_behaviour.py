@@ -250,9 +250,9 @@ def test_compare_reads_results_without_behaviour() -> None:
 
 
 def test_call_log_groups_requests_and_ignores_empty_forgeries() -> None:
-    from deeprepo.sandbox.kernel import LlmCall, _CallLog
+    from deeprepo.sandbox.rpc import CallLog, LlmCall
 
-    log = _CallLog()
+    log = CallLog()
     log.add({"type": "llm", "api": "batch", "call": 1, "size": 5, "prompts": ["a", "b"]})
     log.add({"type": "llm", "api": "batch", "call": 1, "size": 5, "prompts": ["c", "d", "e"]})
     log.add({"type": "llm", "api": "query", "call": 2, "size": 1, "prompts": ["q"]})

@@ -21,7 +21,7 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
-from deeprepo.sandbox import SandboxConfig
+from deeprepo.sandbox.config import SandboxConfig
 
 F = "```"
 
@@ -209,7 +209,7 @@ def test_policy_names() -> None:
 
 
 async def test_episode_takes_its_kernel_from_a_warm_pool(example: Codebase) -> None:
-    from deeprepo.sandbox import KernelPool
+    from deeprepo.sandbox.pool import KernelPool
 
     config = SandboxConfig(cell_timeout_s=20)
     pool = KernelPool(config, size=1)

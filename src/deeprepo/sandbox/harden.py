@@ -1,7 +1,8 @@
-"""What the child does to itself before it reads a cell: cgroup, uid, capabilities, seccomp, Landlock.
+"""What the child does to itself before it reads a cell: cgroup, uid, capabilities, seccomp,
+Landlock, resource limits; and, between cells, reaping what the parent killed.
 
-Loaded by ``child.py`` by path (stdlib only, no deeprepo import), so it runs the
-same inside bubblewrap and as a plain process. The parent says what to do on the
+Kernel side, stdlib only (no deeprepo import): the child (``child.py``) runs it as a private
+copy, the same inside bubblewrap and as a plain process. The parent says what to do on the
 child's command line (see ``isolation.child_command``)::
 
     --cgroup-fds 5,6     write "0" to each (cgroup.procs fds the parent opened): join the cgroup
@@ -21,6 +22,10 @@ import ctypes
 import os
 import struct
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _PR_SET_DUMPABLE = 4
 _PR_SET_NO_NEW_PRIVS = 38
@@ -201,31 +206,73 @@ def apply(argv: list[str]) -> list[str]:
     return rest
 
 
-def reap_zombies() -> None:
-    """Reap this process's children that died of SIGKILL (the parent stops what a cell leaves
-    running): their zombies would otherwise count against the process limits of later cells.
-    Children that exited on their own are left to the cell's own ``wait``."""
-    try:
-        first = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return
-    if first is None:
-        return  # no exited child: the usual case, one system call
-    me = os.getpid()
-    try:
-        tids = os.listdir(f"/proc/{me}/task")
-    except OSError:
-        return
-    for tid in tids:
-        try:
-            with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
-                kids = [int(x) for x in f.read().split()]
-        except (OSError, ValueError):
+def apply_limits(limits: dict[str, int]) -> None:
+    """Lower this process's resource limits (never above the current hard limit)."""
+    import resource
+
+    mb = 1024 * 1024
+    wanted: list[tuple[int, int | None]] = [
+        (resource.RLIMIT_AS, limits.get("memory_mb", 0) * mb),
+        (resource.RLIMIT_CPU, limits.get("cpu_seconds", 0)),
+        (resource.RLIMIT_NOFILE, limits.get("open_files", 0)),
+        (resource.RLIMIT_NPROC, limits.get("processes", 0)),
+        (resource.RLIMIT_FSIZE, limits.get("file_size_mb", 0) * mb),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in wanted:
+        if value is None or (value <= 0 and which != resource.RLIMIT_CORE):
             continue
-        for pid in kids:
+        _soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        # CPU: the soft limit sends SIGXCPU, the hard one a second later SIGKILL.
+        new_hard = value + 1 if which == resource.RLIMIT_CPU else value
+        if hard != resource.RLIM_INFINITY:
+            new_hard = min(new_hard, hard)
+        try:
+            resource.setrlimit(which, (value, new_hard))
+        except (ValueError, OSError):
+            resource.setrlimit(which, (value, hard))
+
+
+def reaper() -> Callable[[], None]:
+    """What reaps this process's children that died of SIGKILL (the parent stops what a cell
+    leaves running): their zombies would otherwise count against the process limits of later
+    cells. Children that exited on their own are left to the cell's own ``wait``.
+
+    The kernel's loop calls it between cells, when a cell may have replaced ``os.waitid`` or
+    the fields of its result type: so it runs on the functions of now (call this before any
+    cell) and reads the result as a tuple."""
+    waitid, waitpid, listdir, getpid = os.waitid, os.waitpid, os.listdir, os.getpid
+    item = tuple.__getitem__
+    p_all, p_pid, killed = os.P_ALL, os.P_PID, os.CLD_KILLED
+    peek = os.WEXITED | os.WNOHANG | os.WNOWAIT
+
+    def reap() -> None:
+        try:
+            first = waitid(p_all, 0, peek)
+        except ChildProcessError:
+            return
+        if first is None:
+            return  # no exited child: the usual case, one system call
+        me = getpid()
+        try:
+            tids = listdir(f"/proc/{me}/task")
+        except OSError:
+            return
+        for tid in tids:
             try:
-                info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-                if info is not None and info.si_code == os.CLD_KILLED and info.si_status == 9:
-                    os.waitpid(pid, 0)
-            except OSError:
+                with open(f"/proc/{me}/task/{tid}/children", "rb") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
                 continue
+            for pid in kids:
+                try:
+                    info = waitid(p_pid, pid, peek)
+                    # waitid_result: (si_pid, si_uid, si_signo, si_status, si_code)
+                    if info is not None and item(info, 4) == killed and item(info, 3) == 9:
+                        waitpid(pid, 0)
+                except OSError:
+                    continue
+
+    return reap

@@ -31,8 +31,18 @@ from typing import Literal
 from deeprepo.base.errors import SandboxError, SandboxRefused
 from deeprepo.sandbox import seccomp
 
-CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
-_PROMPTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "base")
+#: The directory that holds the ``deeprepo`` package (``src/`` of a checkout, or site-packages).
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#: The child's module, run as ``__main__`` (``child.py``).
+CHILD_MODULE = "deeprepo.sandbox.child"
+# The child's whole start: PACKAGE_ROOT (its first argument) goes on sys.path *after* the
+# standard library, for this interpreter only, so nothing else installed next to deeprepo
+# (a site-packages may hold an old ``typing.py`` or ``enum``) shadows a standard module, and
+# the cell and its subprocesses see no PYTHONPATH. Then the child module runs by name.
+BOOTSTRAP = (
+    "import sys; sys.path.append(sys.argv.pop(1)); import runpy; "
+    f"runpy.run_module({CHILD_MODULE!r}, run_name='__main__', alter_sys=True)"
+)
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -115,6 +125,17 @@ def _interpreter_dirs(python: str) -> list[str]:
     return [os.path.realpath(d) for d in dirs]
 
 
+def kernel_paths() -> list[str]:
+    """What the child imports of deeprepo: the package face (which imports only
+    ``deeprepo.base.version``), ``deeprepo/base`` (the prompts) and ``deeprepo/sandbox``."""
+    package = os.path.join(PACKAGE_ROOT, "deeprepo")
+    return [
+        os.path.join(package, "__init__.py"),
+        os.path.join(package, "base"),
+        os.path.join(package, "sandbox"),
+    ]
+
+
 def _covered(path: str, bound: list[str]) -> bool:
     return any(path == b or path.startswith(b.rstrip("/") + "/") for b in bound)
 
@@ -175,8 +196,9 @@ def bwrap_argv(
     for path in _SYSTEM_FILES:
         argv += ["--ro-bind-try", path, path]
     made: set[str] = set()
-    for path in [*_interpreter_dirs(python), os.path.dirname(CHILD_SCRIPT), _PROMPTS_DIR]:
-        if os.path.isdir(path) and not _covered(path, bound):
+    # Of deeprepo, only what the child imports: nothing else of a site-packages it lives in.
+    for path in [*_interpreter_dirs(python), *kernel_paths()]:
+        if os.path.exists(path) and not _covered(path, bound):
             # bwrap makes missing parents 0700: the child, once it is nobody, could not reach them.
             parts = path.strip("/").split("/")
             for i in range(1, len(parts)):
@@ -363,10 +385,11 @@ def _reachable_by_others(path: str) -> bool:
 
 
 def child_readable_paths(python: str) -> list[str]:
-    """What a process-mode child needs to read: system paths, the interpreter, its own scripts."""
+    """What a process-mode child needs to read once Landlock holds: system paths and the
+    interpreter. Nothing of deeprepo: the child has loaded its modules before."""
     paths = [p for p in _SYSTEM_DIRS if os.path.exists(p)]
     paths += [os.path.realpath(p) for p in _SYSTEM_FILES if os.path.exists(p)]
-    paths += [*_interpreter_dirs(python), os.path.dirname(CHILD_SCRIPT), _PROMPTS_DIR]
+    paths += _interpreter_dirs(python)
     return list(dict.fromkeys(paths))
 
 
@@ -375,7 +398,8 @@ def process_drop_args(python: str) -> list[str]:
     interpreter is readable by others, else keep uid 0 without any capability."""
     if not running_as_root():
         return []
-    needed = [*_interpreter_dirs(python), os.path.dirname(CHILD_SCRIPT), _PROMPTS_DIR]
+    # deeprepo's own files are read before the uid changes: only the interpreter must be.
+    needed = _interpreter_dirs(python)
     if all(_reachable_by_others(p) for p in needed if os.path.exists(p)):
         uid, gid = sandbox_ids()
         return ["--drop-to", f"{uid}:{gid}"]
@@ -399,7 +423,7 @@ def child_command(
     ``tmpdir``: a process-mode child's private dir (its only writable place under Landlock).
     """
     python = python_executable()
-    command = [python, *_PYTHON_FLAGS, CHILD_SCRIPT, str(rfd), str(wfd)]
+    command = [python, *_PYTHON_FLAGS, "-c", BOOTSTRAP, PACKAGE_ROOT, str(rfd), str(wfd)]
     if cgroup_fds:
         command += ["--cgroup-fds", ",".join(map(str, cgroup_fds))]
     if mode == "bwrap":

@@ -11,75 +11,39 @@ kernel with the codebase loaded again.
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 from deeprepo.base.errors import SandboxError
 from deeprepo.sandbox import cgroup, protocol
 from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.connection import TIMEOUT, Connection
 from deeprepo.sandbox.isolation import resolve_mode
-from deeprepo.sandbox.pool import (
-    TIMEOUT,
-    Connection,
-    KernelPool,
-    pool_key,
-    start_child_async,
+from deeprepo.sandbox.pool import KernelPool, pool_key
+from deeprepo.sandbox.results import (
+    ERRORS,
+    MAX_FINDINGS_PER_CELL,
+    NOTES_SLACK,
+    RESTORABLE,
+    ExecResult,
+    as_list,
+    classify_exit,
+    clean_answer,
+    clean_finding,
+    clean_names,
+    compose,
+    plain_text,
+    restart_note,
 )
+from deeprepo.sandbox.rpc import CallLog, Capacity, LlmCall, LlmHandler, serve_request
+from deeprepo.sandbox.spawn import start_child_async
 
 __all__ = ["ExecResult", "Kernel", "LlmCall", "LlmHandler"]
 
-LlmHandler = Callable[[list[str], str | None], Awaitable[list[str]]]
-"""A batch of prompts (and an optional system prompt) -> one answer per prompt; errors as strings."""
-Capacity = Callable[[], int | None]
-"""How many more sub-calls the budget allows (None: no sub-call limit)."""
-
-_ERRORS = ("syntax", "exception", "timeout", "killed", "crashed")
-_SCAFFOLD = ("llm_query", "llm_batch", "add_finding", "set_answer", "file_audit_prompt")
-_RESTORABLE = (*_SCAFFOLD, "codebase", "file_tree", "metadata", "answer")
-_FINDING_KEYS = ("file", "line", "end_line", "kind", "severity", "title", "detail", "fix", "cwe")
 _MARK_WAIT_S = 0.5
 _REPLY_BACKLOG = 1 << 20  # reply bytes queued for a kernel that does not read them: stop serving
-_MAX_FINDINGS_PER_CELL = (
-    1000  # a result (forged or not) carries no more; the episode bounds turns and runs
-)
-_FIELD_CHARS = {
-    "file": 1000,
-    "kind": 200,
-    "severity": 50,
-    "title": 1000,
-    "detail": 20_000,
-    "fix": 20_000,
-}
-_NOTES_SLACK = 2048  # the child's own notes after the cut output (a cut, a dropped finding count)
-_MAX_NAMES_SHOWN = 30  # lost variable names in a restart note
-_MAX_NAME_CHARS = 80
-
-
-class LlmCall(NamedTuple):
-    """One ``llm_query`` / ``llm_batch`` call of a cell, however many requests carried it."""
-
-    api: Literal["query", "batch"]
-    size: int  # prompts the call asked for (refused ones included)
-
-
-@dataclass(frozen=True)
-class ExecResult:
-    """What one cell did, as the orchestrator needs it."""
-
-    output: str  # stdout+stderr+traceback cut to output_limit (head and tail kept), then notes
-    error: str | None  # None, "syntax", "exception", "timeout", "killed", "crashed"
-    answer: dict[str, Any]  # {"content": str, "ready": bool}, read from the namespace
-    new_findings: list[dict[str, Any]]  # add_finding calls of this cell
-    restored: list[str]  # scaffold names the code overwrote, now restored
-    restarted: bool  # the kernel died (or was stopped) and a fresh one was started
-    lost_variables: list[str]  # user variable names lost in that restart
-    llm_calls: int  # sub-LLM prompts requested during this cell
-    seconds: float
-    calls: tuple[LlmCall, ...] = ()  # the cell's llm_query / llm_batch calls, in order
 
 
 class Kernel:
@@ -249,7 +213,7 @@ class Kernel:
             reason = self._stopped_reason or "The kernel had stopped between cells"
             lost = await self._restart()
             restarted = True
-            notes.append(_restart_note(reason, lost))
+            notes.append(restart_note(reason, lost))
         conn = self._conn
         assert conn is not None
         self._cell_id += 1
@@ -258,7 +222,7 @@ class Kernel:
         malformed = 0
         llm_calls = 0
         refused = 0
-        calls = _CallLog()
+        calls = CallLog()
         conn.send(protocol.encode({"type": "exec", "id": cell_id, "code": code}))
         deadline = loop.time() + self.config.cell_timeout_s
         outcome: dict[str, Any] | str
@@ -279,7 +243,9 @@ class Kernel:
                     malformed += 1
                 elif msg["type"] == "llm":
                     waited = loop.time()
-                    reply, count, not_served = await self._serve_llm(msg)
+                    reply, count, not_served = await serve_request(
+                        msg, self._handler, self._capacity, self.config.max_prompt_chars
+                    )
                     calls.add(msg)
                     llm_calls += count
                     refused += not_served
@@ -333,20 +299,20 @@ class Kernel:
         # The message may be forged (a cell can write on the pipe): everything is bounded here.
         raw = msg.get("output")
         output = raw if isinstance(raw, str) else ""
-        if len(output) > self.config.output_limit + _NOTES_SLACK:  # a forgery is not cut yet
+        if len(output) > self.config.output_limit + NOTES_SLACK:  # a forgery is not cut yet
             output = protocol.cut_middle(output, self.config.output_limit)
-        output = _text(output)
+        output = plain_text(output)
         error = (
             msg.get("error")
-            if isinstance(msg.get("error"), str) and msg["error"] in _ERRORS
+            if isinstance(msg.get("error"), str) and msg["error"] in ERRORS
             else None
         )
         restored = [
-            n for n in _as_list(msg.get("restored")) if isinstance(n, str) and n in _RESTORABLE
+            n for n in as_list(msg.get("restored")) if isinstance(n, str) and n in RESTORABLE
         ]
         restored = list(dict.fromkeys(restored))
-        self._user_vars = _clean_names(_as_list(msg.get("user_vars")))
-        self._answer = _clean_answer(msg.get("answer"))
+        self._user_vars = clean_names(as_list(msg.get("user_vars")))
+        self._answer = clean_answer(msg.get("answer"))
         if msg.get("mark") is True:
             stray = await conn.raw_output(int(msg["id"]), _MARK_WAIT_S)
         else:
@@ -364,12 +330,12 @@ class Kernel:
                 + " belong(s) to the REPL scaffold and were restored; use other names for your variables."
             )
         return ExecResult(
-            output=_compose(str(output), stray, notes),
+            output=compose(str(output), stray, notes),
             error=error,
             answer=dict(self._answer),
             new_findings=[
-                _clean_finding(f)
-                for f in _as_list(msg.get("findings"))[:_MAX_FINDINGS_PER_CELL]
+                clean_finding(f)
+                for f in as_list(msg.get("findings"))[:MAX_FINDINGS_PER_CELL]
                 if isinstance(f, dict)
             ],
             restored=restored,
@@ -402,12 +368,12 @@ class Kernel:
             error = "crashed"
             reason = "The kernel closed its connection to deeprepo during this cell and was stopped"
         else:
-            error, how = _classify_exit(rc, self.mode)
+            error, how = classify_exit(rc, self.mode)
             reason = f"The kernel died while running this cell ({how})"
         lost = await self._restart()
-        notes.append(_restart_note(reason, lost))
+        notes.append(restart_note(reason, lost))
         return ExecResult(
-            output=_compose("", stray, notes),
+            output=compose("", stray, notes),
             error=error,
             answer=dict(self._answer),
             new_findings=[],
@@ -430,174 +396,3 @@ class Kernel:
         self._stopped_reason = None
         await self._boot()
         return lost
-
-    async def _serve_llm(self, msg: dict[str, Any]) -> tuple[bytes, int, int]:
-        """Answer one ``llm`` request: ``(reply, prompts served, prompts refused)``.
-
-        Every served item gets a string, failures included. Past what the sub-call budget
-        has left (plus a margin), and past ``MAX_REQUEST_ITEMS``, prompts are refused
-        with one error for all of them, so a request of millions costs no more than the
-        prompts it may send.
-        """
-        prompts = msg.get("prompts")
-        call_id = msg.get("id") if type(msg.get("id")) is int else None
-        items: list[object] = prompts if isinstance(prompts, list) else []
-        left = self._capacity() if self._capacity is not None else None
-        allowed = protocol.MAX_REQUEST_ITEMS
-        if left is not None:
-            allowed = min(allowed, left + protocol.REQUEST_MARGIN) if left > 0 else 0
-        served = items[:allowed]
-        refused = len(items) - len(served)
-        system = msg.get("system")
-        limit = self.config.max_prompt_chars
-        bad_system = protocol.system_error(system, limit)
-        if bad_system is not None:
-            results: list[str | None] = [bad_system] * len(served)
-        else:
-            results = [protocol.prompt_error(i, p, limit) for i, p in enumerate(served)]
-        todo = [i for i, r in enumerate(results) if r is None]
-        if todo:
-            batch = [str(served[i]) for i in todo]
-            answers = await self._call_handler(batch, system if isinstance(system, str) else None)
-            for i, answer in zip(todo, answers, strict=True):
-                results[i] = answer
-        reply: dict[str, Any] = {"type": "llm_result", "id": call_id, "results": results}
-        if refused:
-            reply["refused"] = refused
-            reply["error"] = protocol.refusal_error(len(items), len(served), left)
-        return protocol.encode(reply), len(served), refused
-
-    async def _call_handler(self, batch: list[str], system: str | None) -> list[str]:
-        try:
-            answers = await self._handler(batch, system)
-        except Exception as exc:  # a failing handler fails the items, never the kernel
-            return [f"{protocol.ERROR_PREFIX} {type(exc).__name__}: {exc}"] * len(batch)
-        out = [
-            a if isinstance(a, str) else str(a)
-            for a in (answers if isinstance(answers, list) else [])
-        ]
-        missing = len(batch) - len(out)
-        if missing > 0:
-            out += [f"{protocol.ERROR_PREFIX} no answer came back for this prompt"] * missing
-        return out[: len(batch)]
-
-
-class _CallLog:
-    """Groups a cell's ``llm`` requests into the calls that sent them. The child tags each
-    request with ``api``, a call number shared by a call's requests (a large batch goes in
-    several) and the call's size; a request without tags (a forged line) is a call of its own."""
-
-    def __init__(self) -> None:
-        self._calls: list[LlmCall] = []
-        self._last: int | None = None  # the call number of the last request
-        self._seen = 0  # prompts the last call's requests carried so far
-
-    def add(self, msg: dict[str, Any]) -> None:
-        items = msg.get("prompts")
-        seen = len(items) if isinstance(items, list) else 0
-        api: Literal["query", "batch"] = "query" if msg.get("api") == "query" else "batch"
-        number, size = msg.get("call"), msg.get("size")
-        declared = size if type(size) is int and size >= 0 else 0
-        if type(number) is int and number == self._last and self._calls:
-            self._seen += seen
-            prev = self._calls[-1]
-            self._calls[-1] = prev._replace(size=max(prev.size, declared, self._seen))
-            return
-        if not max(seen, declared):  # a (forged) request of no prompts is no call
-            return
-        self._last = number if type(number) is int else None
-        self._seen = seen
-        self._calls.append(LlmCall(api, max(seen, declared)))
-
-    def calls(self) -> tuple[LlmCall, ...]:
-        return tuple(self._calls)
-
-
-def _as_list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(text: str) -> str:
-    """``text`` as valid Unicode: a lone surrogate (a cell can print one) becomes ``?``, so
-    the run log, the report and the next request can be written as UTF-8."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
-def _clean_answer(value: object) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        return {"content": "", "ready": False}
-    content = value.get("content")
-    return {
-        "content": _text(content) if isinstance(content, str) else "",
-        "ready": value.get("ready") is True,
-    }
-
-
-def _clean_names(names: list[Any]) -> list[str]:
-    """Variable names from a result, each cut to a readable length, at most MAX_USER_VARS."""
-    out = [
-        _text(n if len(n) <= _MAX_NAME_CHARS else n[: _MAX_NAME_CHARS - 1] + "…")
-        for n in names
-        if isinstance(n, str)
-    ]
-    return out[: protocol.MAX_USER_VARS + 1]
-
-
-def _clean_finding(raw: dict[str, Any]) -> dict[str, Any]:
-    out = {k: raw.get(k) for k in _FINDING_KEYS}
-    for key in ("file", "kind", "severity", "title", "detail", "fix"):
-        text = "" if out[key] is None else str(out[key])
-        cap = _FIELD_CHARS[key]
-        out[key] = _text(text if len(text) <= cap else text[: cap - 1] + "…")
-    if out["cwe"] is not None:
-        out["cwe"] = _text(str(out["cwe"])[:50])
-    line = out["line"]
-    if not isinstance(line, int) or isinstance(line, bool) or not 0 < line < 10**9:
-        out["line"] = line = 1
-    end = out["end_line"]
-    if not isinstance(end, int) or isinstance(end, bool) or not line <= end < 10**9:
-        out["end_line"] = line
-    return out
-
-
-def _compose(output: str, stray: str, notes: list[str]) -> str:
-    parts = [output.rstrip("\n")] if output.strip() else []
-    if stray.strip():
-        parts.append(
-            "[written directly to fd 1/2, e.g. by a subprocess or a crash]\n" + stray.rstrip("\n")
-        )
-    parts += notes
-    return "\n".join(parts) + ("\n" if parts else "")
-
-
-def _classify_exit(rc: int | None, mode: str) -> tuple[str, str]:
-    """("killed" | "crashed", how it ended) from the child's (or bwrap's) exit status."""
-    if rc is None:
-        return "crashed", "it stopped answering"
-    sig = -rc if rc < 0 else (rc - 128 if mode == "bwrap" and rc > 128 else 0)
-    if sig:
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        if sig in (signal.SIGKILL, signal.SIGXCPU):
-            return "killed", f"killed by {name}: a memory or CPU limit, or the code killed itself"
-        return "crashed", f"killed by {name}"
-    return "crashed", f"exit code {rc}"
-
-
-def _restart_note(reason: str, lost: list[str]) -> str:
-    shown = _clean_names(lost)[:_MAX_NAMES_SHOWN]
-    names = ", ".join(shown) if shown else "none"
-    if len(lost) > len(shown):
-        names += f" and {len(lost) - len(shown):,} more"
-    return (
-        f"[deeprepo] {reason}. A fresh kernel was started: codebase, file_tree, metadata and the "
-        f"scaffold functions are loaded again and answer keeps its content, but your variables are "
-        f"gone ({names}) and so are files in the temp dir. Re-create what you need, and split "
-        "long work into smaller cells."
-    )
