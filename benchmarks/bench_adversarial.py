@@ -61,12 +61,8 @@ async def _measure(
     policies: list[str],
     concurrency: int,
 ) -> dict[str, list[float]]:
-    from deeprepo.builtin import make_policy
-    from deeprepo.findings.coverage import CoverageIndex
-    from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.rl.env.rollout import run_rollout
-    from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
-    from deeprepo.sandbox.config import SandboxConfig
+    from deeprepo import CoverageIndex, EpisodeConfig, SandboxConfig, make_policy
+    from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
 
     tasks = [
         t

@@ -15,8 +15,7 @@ import argparse
 import statistics
 import time
 
-from deeprepo.architecture import analyze_architecture
-from deeprepo.codebase.scope import classify_scope
+from deeprepo import analyze_architecture, classify_scope
 
 TARGET_S = 3.0
 _BODY = "def handler(request, value):\n    result = compute(value)  # typical source\n" * 100
@@ -78,7 +77,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     if args.paths:
-        from deeprepo.codebase import load_codebase
+        from deeprepo import load_codebase
 
         for path in args.paths:
             codebase = load_codebase(path)

@@ -20,10 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from deeprepo import AnalyzeOptions, RunLimits, analyze
-from deeprepo.base.chat import ChatRequest, Message
-from deeprepo.builtin import make_policy
-from deeprepo.builtin.scripted import POLICIES
+from deeprepo import POLICIES, AnalyzeOptions, ChatRequest, Message, RunLimits, analyze, make_policy
 from deeprepo.testing.loopback import spawn
 
 TARGET = 1.10

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.jsonl import record_lines
+from deeprepo import record_lines
 
 
 def _rss_mib() -> float:
@@ -53,15 +53,17 @@ def child(opts: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    from deeprepo.rl.train.config import EpisodeSection, GrpoSection, TrainConfig
-    from deeprepo.rl.train.grpo import build_trainer
-    from deeprepo.rl.train.models import (
+    from deeprepo.rl import (
+        PART_METRICS,
+        EpisodeSection,
+        GrpoSection,
+        TrainConfig,
+        build_trainer,
         import_train_stack,
         library_warnings_off,
         load_policy,
         quiet,
     )
-    from deeprepo.rl.train.rollouts import PART_METRICS
 
     import_train_stack()
     prompts_per_step = opts.rollouts // opts.group
@@ -196,7 +198,7 @@ def main() -> int:
     if not counts or opts.runs < 1 or any(n % opts.group or n % opts.micro for n in counts):
         parser.error("--group and --micro must divide every --rollouts count; --runs at least 1")
 
-    from deeprepo.rl.train.tiny import build_tiny_model
+    from deeprepo.rl import build_tiny_model
 
     with tempfile.TemporaryDirectory(prefix="bench-grpo-mem-") as tmp:
         model = build_tiny_model(Path(tmp) / "model")

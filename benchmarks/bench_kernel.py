@@ -20,8 +20,7 @@ import statistics
 import time
 from typing import Any
 
-from deeprepo import Kernel, KernelPool, SandboxConfig
-from deeprepo.sandbox.isolation import bwrap_problem
+from deeprepo import Kernel, KernelPool, SandboxConfig, bwrap_problem
 
 TARGET_START_S = 0.050
 TARGET_EXEC_S = 0.002

@@ -31,14 +31,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from deeprepo.base.chat import ChatRequest, Completion, Usage
-from deeprepo.base.jsonl import record_lines
-from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher
-from deeprepo.providers.ledger import Ledger
-from deeprepo.providers.metered import MeteredModel
-from deeprepo.providers.openai_compat import OpenAICompatModel
-from deeprepo.providers.prices import PriceTable
-from deeprepo.providers.spec import parse_model_spec
+from deeprepo import (
+    ERROR_PREFIX,
+    ChatRequest,
+    Completion,
+    Ledger,
+    MeteredModel,
+    OpenAICompatModel,
+    PriceTable,
+    SubDispatcher,
+    Usage,
+    parse_model_spec,
+    record_lines,
+)
 from deeprepo.testing.loopback import spawn
 
 FAIL_MARK = "PLEASE-FAIL-THIS-ITEM"
@@ -75,7 +80,7 @@ class SleepyModel:
     async def complete(self, request: ChatRequest) -> Completion:
         await asyncio.sleep(self.latency_s)
         if FAIL_MARK in request.messages[-1].content:
-            from deeprepo.base.errors import ProviderError
+            from deeprepo import ProviderError
 
             raise ProviderError("scripted failure", retryable=False, status=400)
         return Completion('{"findings": []}', Usage(10, 5))

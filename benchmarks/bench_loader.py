@@ -24,8 +24,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from deeprepo.codebase.ignore import IgnoreRules
-from deeprepo.codebase.loader import load_codebase
+from deeprepo import IgnoreRules, load_codebase
 
 TARGET_S = 3.0
 TARGET_MEMORY_RATIO = 2.0

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from deeprepo.rl.env.oracle_text import family_hint
+from deeprepo.rl import family_hint
 
 Feature = Callable[[dict[str, Any], str], str]
 
@@ -53,11 +53,8 @@ def _collect(
     scripted ``policy`` recorded from the oracle's replies."""
     import asyncio
 
-    from deeprepo.builtin import make_policy
-    from deeprepo.findings.grading import grade, parse_ground_truth
-    from deeprepo.orchestrator.episode import EpisodeConfig
-    from deeprepo.rl.env.rollout import run_rollout
-    from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
+    from deeprepo import EpisodeConfig, grade, make_policy, parse_ground_truth
+    from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
 
     tasks = [
         t

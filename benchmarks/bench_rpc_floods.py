@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from deeprepo.base.jsonl import record_lines
+from deeprepo import record_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_MB = 800
@@ -76,16 +76,21 @@ FLOODS: dict[str, str] = {
 
 def run_one(name: str) -> dict[str, object]:
     """Run one flood in this process; its figures."""
-    from deeprepo import SandboxConfig
-    from deeprepo.base.chat import ChatRequest, Completion, Usage
-    from deeprepo.builtin import make_static_worker
-    from deeprepo.codebase.loader import load_codebase
-    from deeprepo.orchestrator.episode import Episode, EpisodeConfig
-    from deeprepo.providers.budget import Budget
-    from deeprepo.providers.dispatch import SubDispatcher
-    from deeprepo.providers.ledger import Ledger
-    from deeprepo.providers.metered import MeteredModel
-    from deeprepo.providers.prices import PriceTable
+    from deeprepo import (
+        Budget,
+        ChatRequest,
+        Completion,
+        Episode,
+        EpisodeConfig,
+        Ledger,
+        MeteredModel,
+        PriceTable,
+        SandboxConfig,
+        SubDispatcher,
+        Usage,
+        load_codebase,
+        make_static_worker,
+    )
 
     fence = "```"
     replies = [

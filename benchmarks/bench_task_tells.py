@@ -38,7 +38,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from deeprepo.rl.tasks import GeneratedTask, generate_task
+from deeprepo.rl import GeneratedTask, generate_task
 
 CODE_EXT = (".py", ".js", ".ts")
 

@@ -34,8 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_critical_path import write_repo
 
-from deeprepo import AnalyzeOptions, RunLimits, analyze
-from deeprepo.report.viewer import write_viewer
+from deeprepo import AnalyzeOptions, RunLimits, analyze, write_viewer
 from deeprepo.testing.loopback import spawn
 from deeprepo.testing.runfolder import RunSpec, write_run_folder
 

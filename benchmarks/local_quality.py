@@ -28,9 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deeprepo.base.chat import Usage
-from deeprepo.findings.grading import grade, load_findings, load_ground_truth
-from deeprepo.providers.ledger import UsageRow
+from deeprepo import Usage, UsageRow, grade, load_findings, load_ground_truth
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS: dict[str, list[str]] = {

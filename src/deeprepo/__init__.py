@@ -52,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "Message": "deeprepo.base.chat",
     "ChatRequest": "deeprepo.base.chat",
     "Completion": "deeprepo.base.chat",
+    "record_lines": "deeprepo.base.jsonl",
+    "read_objects": "deeprepo.base.jsonl",
     "ChatModel": "deeprepo.base.chat",
     # errors
     "DeeprepoError": "deeprepo.base.errors",
@@ -75,6 +77,8 @@ _EXPORTS: dict[str, str] = {
     "Budget": "deeprepo.providers.budget",
     "MeteredModel": "deeprepo.providers.metered",
     "SubDispatcher": "deeprepo.providers.dispatch",
+    "ERROR_PREFIX": "deeprepo.providers.dispatch",
+    "UsageRow": "deeprepo.providers.ledger",
     "OpenAICompatModel": "deeprepo.providers.openai_compat",
     "Episode": "deeprepo.orchestrator.episode",
     "EpisodeConfig": "deeprepo.orchestrator.episode",
@@ -95,8 +99,6 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
-    "POLICIES",
-    "ROOT_SYSTEM_PROMPTS",
     "AnalyzeOptions",
     "BaselineOptions",
     "Behaviour",
@@ -111,6 +113,7 @@ __all__ = [
     "ConfigError",
     "CoverageIndex",
     "DeeprepoError",
+    "ERROR_PREFIX",
     "Episode",
     "EpisodeConfig",
     "Finding",
@@ -124,8 +127,10 @@ __all__ = [
     "MissingKeyError",
     "ModelSpec",
     "OpenAICompatModel",
+    "POLICIES",
     "PriceTable",
     "ProviderError",
+    "ROOT_SYSTEM_PROMPTS",
     "RunHandle",
     "RunLimits",
     "RunResult",
@@ -136,6 +141,7 @@ __all__ = [
     "Turn",
     "Usage",
     "UsageError",
+    "UsageRow",
     "__version__",
     "analyze",
     "analyze_architecture",
@@ -152,6 +158,8 @@ __all__ = [
     "make_static_worker",
     "parse_ground_truth",
     "parse_model_spec",
+    "read_objects",
+    "record_lines",
     "resolve_mode",
     "resume",
     "run_baseline",
@@ -172,32 +180,33 @@ if TYPE_CHECKING:
         UsageError,
     )
     from deeprepo.base.finding import Finding
+    from deeprepo.base.jsonl import read_objects, record_lines
     from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
     from deeprepo.base.records import Behaviour, RunResult, StopReason, Turn
     from deeprepo.builtin import make_static_worker
-    from deeprepo.builtin.scripted import POLICIES, make_policy
+    from deeprepo.builtin.scripted import make_policy, POLICIES
     from deeprepo.codebase.ignore import IgnoreRules
     from deeprepo.codebase.loader import codebase_from_files, load_codebase
     from deeprepo.codebase.model import Codebase
     from deeprepo.codebase.scope import classify_scope
     from deeprepo.findings.coverage import CoverageIndex
     from deeprepo.findings.grading import (
-        GroundTruthEntry,
         grade,
+        GroundTruthEntry,
         load_findings,
         load_ground_truth,
         parse_ground_truth,
     )
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
     from deeprepo.providers.budget import Budget
-    from deeprepo.providers.dispatch import SubDispatcher
-    from deeprepo.providers.ledger import Ledger
+    from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher
+    from deeprepo.providers.ledger import Ledger, UsageRow
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.openai_compat import OpenAICompatModel
     from deeprepo.providers.prices import PriceTable
     from deeprepo.providers.spec import ModelSpec, parse_model_spec
     from deeprepo.report.viewer import write_viewer
-    from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, resume
+    from deeprepo.run.analyze import analyze, AnalyzeOptions, resume, RunHandle
     from deeprepo.run.baseline import BaselineOptions, run_baseline
     from deeprepo.run.models import build_model, default_models
     from deeprepo.run.wiring import CallSettings, RunLimits

@@ -99,8 +99,9 @@ class RolloutOutcome:
     rollout: int
     result: RunResult
     reward: Reward
-    seconds: float
+    seconds: float  # the Episode
     worker_seed: int
+    reward_seconds: float = 0.0  # scoring it
 
     @property
     def stop_condition(self) -> str:
@@ -213,6 +214,7 @@ async def run_rollout(
         if own_sub:
             await sub_model.aclose()
     seconds = time.perf_counter() - started
+    scoring = time.perf_counter()
     reward = compute_reward(
         result,
         task.ground_truth,
@@ -228,4 +230,5 @@ async def run_rollout(
         reward=reward,
         seconds=seconds,
         worker_seed=worker_seed,
+        reward_seconds=time.perf_counter() - scoring,
     )
