@@ -19,6 +19,8 @@ from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
 from deeprepo.sandbox.config import SandboxConfig
 
+pytestmark = pytest.mark.e2e
+
 POLICIES = (
     "expert",
     "own-prompts",

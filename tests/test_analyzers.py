@@ -128,6 +128,7 @@ def test_missing_semgrep_is_a_warning_not_silence(monkeypatch: pytest.MonkeyPatc
 # --- one finding per real issue ------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_bandit_and_detect_secrets_on_one_secret_are_one_finding() -> None:
     src = (
         "import requests\n\n"
@@ -165,6 +166,7 @@ def test_real_looking_values_are_secrets(value: str) -> None:
     assert looks_like_secret(value)
 
 
+@pytest.mark.e2e
 def test_no_secret_findings_on_hashes_ids_fixtures_or_placeholders() -> None:
     src = "\n".join(
         [
@@ -223,6 +225,7 @@ function hashPassword(password) {
 """
 
 
+@pytest.mark.e2e
 def test_express_handlers() -> None:
     got = _kinds("server/app.js", EXPRESS)
     assert got == [
@@ -234,6 +237,7 @@ def test_express_handlers() -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_typescript_and_react() -> None:
     src = """import { exec } from 'child_process';
 export function Bio({ html }: { html: string }) {
@@ -246,6 +250,7 @@ export function Safe({ html }: { html: string }) {
     assert _kinds("web/Bio.tsx", src) == [(3, "xss", "CWE-79")]
 
 
+@pytest.mark.e2e
 def test_dom_sinks() -> None:
     src = "el.innerHTML = location.hash.slice(1);\nel.innerHTML = '<b>static</b>';\n"
     assert _kinds("web/page.js", src) == [(1, "xss", "CWE-79")]
@@ -254,6 +259,7 @@ def test_dom_sinks() -> None:
 # --- templates ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("path", "src", "line"),
     [
@@ -280,6 +286,7 @@ def test_escaped_template_output_is_clean() -> None:
 # --- Python web flows semgrep adds to bandit ------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_flask_flows() -> None:
     src = """from flask import Flask, request, render_template_string, redirect
 app = Flask(__name__)
@@ -303,6 +310,7 @@ def go():
     ]
 
 
+@pytest.mark.e2e
 def test_one_semgrep_process_for_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     runs: list[int] = []
     real = semgrep._scan
@@ -325,23 +333,30 @@ def test_concurrent_callers_share_semgrep_processes(monkeypatch: pytest.MonkeyPa
     from deeprepo.builtin.analyzers.findings import FileResult
 
     batches: list[int] = []
+    scanning, release = threading.Event(), threading.Event()
 
-    def slow(files: Any) -> list[FileResult]:
+    def held(files: Any) -> list[FileResult]:
+        # The first scan is held until every other caller has queued its file, so what is
+        # batched does not depend on how fast the threads happen to start.
         batches.append(len(files))
-        time.sleep(0.3)
+        scanning.set()
+        assert release.wait(60)
         return [FileResult() for _ in files]
 
-    monkeypatch.setattr(semgrep, "_scan_files", slow)
+    monkeypatch.setattr(semgrep, "_scan_files", held)
     threads = [
         threading.Thread(target=semgrep.run_semgrep, args=([(f"f{i}.js", "x")],)) for i in range(6)
     ]
-    for t in threads:
+    threads[0].start()
+    assert scanning.wait(60)
+    for t in threads[1:]:
         t.start()
-        time.sleep(0.01)
+    while len(semgrep._BATCHER._queue) < 5 and all(t.is_alive() for t in threads[1:]):
+        time.sleep(0.001)
+    release.set()
     for t in threads:
         t.join()
-    assert sum(batches) == 6
-    assert len(batches) == 2  # the first file alone, then the five queued meanwhile
+    assert batches == [1, 5]  # the first file alone, then the five queued meanwhile
 
 
 def test_secrets_in_docstrings_and_comments_are_documentation() -> None:
@@ -352,6 +367,7 @@ def test_secrets_in_docstrings_and_comments_are_documentation() -> None:
     assert [f.line for f in analyze_file("app/conf.py", src)] == [7]
 
 
+@pytest.mark.e2e
 def test_sinks_fed_by_an_argument_are_medium() -> None:
     js = """const { exec } = require('child_process');
 function archive(name) {
@@ -379,6 +395,7 @@ async function search(term, db) {
     assert [(f.line, f.cwe) for f in analyze_file("app/html.py", py)] == [(4, "CWE-79")]
 
 
+@pytest.mark.e2e
 def test_flask_route_parameters_are_request_data() -> None:
     src = """import os
 from flask import send_file
@@ -408,11 +425,13 @@ def test_a_string_annotation_is_not_a_default_secret() -> None:
     assert analyze_file("app/client.py", src) == []
 
 
+@pytest.mark.e2e
 def test_a_timer_given_a_function_is_not_code_injection() -> None:
     src = "const h = location.hash;\nsetTimeout(() => show(h), 10);\nsetTimeout('show(' + h + ')', 10);\n"
     assert [(f.line, f.cwe) for f in analyze_file("web/a.js", src)] == [(3, "CWE-95")]
 
 
+@pytest.mark.e2e
 def test_public_values_under_secret_sounding_names_are_not_secrets() -> None:
     src = (
         'PASSWORD_SALT = "staffline"\nTOKEN_HEADER = "X-Session-Token-v2"\n'
@@ -423,6 +442,7 @@ def test_public_values_under_secret_sounding_names_are_not_secrets() -> None:
     assert [f.line for f in analyze_file("app/auth.js", src.replace("\n", ";\n"))] == [5]
 
 
+@pytest.mark.e2e
 def test_autoescape_off_in_any_python_template_setup() -> None:
     src = (
         "import aiohttp_jinja2\n\ndef setup(app, loader):\n"
@@ -433,6 +453,7 @@ def test_autoescape_off_in_any_python_template_setup() -> None:
     ]
 
 
+@pytest.mark.e2e
 def test_the_worker_scans_ahead_so_semgrep_starts_rarely(monkeypatch: pytest.MonkeyPatch) -> None:
     batches: list[int] = []
     real = semgrep._scan_files

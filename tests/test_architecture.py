@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
+
+import pytest
 
 from deeprepo.architecture import (
     Architecture,
@@ -371,7 +372,8 @@ def test_no_code_no_graph_and_odd_files_do_not_crash() -> None:
     assert arch.modules == 6
 
 
-def test_speed_on_a_large_synthetic_repository() -> None:
+@pytest.mark.e2e  # 5,050 modules: slow; the speed target is benchmarks/bench_architecture.py's
+def test_a_large_synthetic_repository_keeps_every_module_and_component() -> None:
     files: dict[str, str] = {}
     for p in range(50):
         files[f"src/app/pkg{p}/__init__.py"] = ""
@@ -382,13 +384,11 @@ def test_speed_on_a_large_synthetic_repository() -> None:
             files[f"src/app/pkg{p}/mod{m}.py"] = (
                 "import os\nimport requests\n" + body + "def f():\n    return 1\n" * 40
             )
-    started = time.perf_counter()
     arch = analyze_architecture(files)
-    seconds = time.perf_counter() - started
     assert arch.modules == 5050 and len(arch.components) == 50
-    assert seconds < 10, seconds  # ~1 s on a quiet core; generous for a loaded CI machine
 
 
+@pytest.mark.e2e
 async def test_the_root_starts_from_the_architecture_and_finds_it_in_metadata() -> None:
     from deeprepo.base.chat import ChatRequest, Completion, Usage
     from deeprepo.builtin import make_static_worker

@@ -24,6 +24,8 @@ from hostile_git import make_hostile
 
 from deeprepo.testing.loopback import LoopbackServer
 
+pytestmark = pytest.mark.e2e
+
 # Runs the real CLI, with one change: reading ``locked.py`` fails with EACCES, as it
 # would for an ordinary user on a mode-000 file (these tests may run as root, who
 # reads it anyway).

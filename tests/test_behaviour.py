@@ -96,6 +96,7 @@ def test_behaviour_of_turns() -> None:
         Behaviour.from_dict({"llm_query_calls": 1})
 
 
+@pytest.mark.e2e
 async def test_query_and_batch_calls_counted_per_call(example: Codebase) -> None:
     root = Replies(
         [
@@ -122,6 +123,7 @@ async def test_query_and_batch_calls_counted_per_call(example: Codebase) -> None
     assert b.sub_prompts == 8 and b.label == "mixed"  # 5 of 8 prompts batched
 
 
+@pytest.mark.e2e
 async def test_a_batch_split_over_requests_is_one_call(example: Codebase) -> None:
     # Over the 4 MB a request may carry: the child sends it in several requests.
     root = Replies(
@@ -133,6 +135,7 @@ async def test_a_batch_split_over_requests_is_one_call(example: Codebase) -> Non
     assert len(result.batch_sizes) > 1  # the dispatcher saw several requests
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("policy", "label"),
     [
@@ -161,6 +164,7 @@ def _fence(src: str) -> str:
     return f"Next.\n\n```python\n{src}\n```\n"
 
 
+@pytest.mark.e2e
 def test_loopback_run_counts_known_calls(loopback: LoopbackServer, tmp_path: Path) -> None:
     """A model root (the loopback's Anthropic route) whose code makes known calls: two
     llm_query, two llm_batch of 4 and 2, one file printed whole; metrics.json says so."""
@@ -207,6 +211,7 @@ def test_loopback_run_counts_known_calls(loopback: LoopbackServer, tmp_path: Pat
     assert [t["llm_batch_sizes"] for t in turns] == [[], [4], [2]]
 
 
+@pytest.mark.e2e
 def test_eval_rows_and_compare_show_behaviour(tmp_path: Path) -> None:
     outs = []
     for policy in ("expert", "no-delegation"):

@@ -19,6 +19,8 @@ from clihelp import ROOT, run_cli, sigint_default
 from deeprepo.base.chat import Usage
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
+pytestmark = pytest.mark.e2e
+
 OFFLINE = ROOT / "examples" / "bench" / "offline.toml"
 
 

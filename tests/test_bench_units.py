@@ -155,6 +155,7 @@ def test_economics_projects_from_the_measured_cost_per_sub_call() -> None:
     assert economics(1, None, 0.1, 5)["note"].startswith("cost unknown")
 
 
+@pytest.mark.e2e
 def test_plot_training_cli_draws_the_training_log(tmp_path: Path) -> None:
     pytest.importorskip("deeprepo.rl.plots.training")
     import json
@@ -178,6 +179,7 @@ def test_plot_training_cli_draws_the_training_log(tmp_path: Path) -> None:
     assert 200 <= width <= 4000 and 200 <= height <= 4000
 
 
+@pytest.mark.e2e
 def test_plot_bench_refuses_a_folder_without_bench_json(tmp_path: Path) -> None:
     from clihelp import run_cli
 

@@ -55,6 +55,7 @@ def test_a_failing_disk_stops_the_log_not_the_caller(tmp_path: Path) -> None:
     assert log.failed and "space" in log.failed.lower()
 
 
+@pytest.mark.e2e
 def test_an_offline_run_logs_every_call(tmp_path: Path) -> None:
     from clihelp import EXAMPLE, run_cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from clihelp import EXAMPLE, run_cli
 
 from deeprepo.base.chat import Usage
@@ -43,6 +44,7 @@ def test_findings_on_files_not_shown_are_dropped() -> None:
     assert [(f.file, f.start_line, f.cwe) for f in found] == [("vulnapi/models.py", 32, "CWE-89")]
 
 
+@pytest.mark.e2e
 def test_baseline_cli_against_loopback(loopback: LoopbackServer, tmp_path: Path) -> None:
     loopback.enqueue_openai(REPLY, usage=Usage(input_tokens=4000, output_tokens=500))
     prices = tmp_path / "prices.json"
@@ -76,6 +78,7 @@ def test_baseline_cli_against_loopback(loopback: LoopbackServer, tmp_path: Path)
     assert "Review" in (out / "report.md").read_text()
 
 
+@pytest.mark.e2e
 def test_baseline_left_out_files_are_named(loopback: LoopbackServer, tmp_path: Path) -> None:
     loopback.enqueue_openai(REPLY, usage=Usage(input_tokens=100, output_tokens=10))
     out = tmp_path / "run"
@@ -93,6 +96,7 @@ def test_baseline_left_out_files_are_named(loopback: LoopbackServer, tmp_path: P
     assert "left out" in (out / "report.md").read_text()
 
 
+@pytest.mark.e2e
 def test_baseline_rerun_into_the_same_out_keeps_the_old_files(
     loopback: LoopbackServer, tmp_path: Path
 ) -> None:

@@ -15,6 +15,8 @@ from deeprepo.base.chat import Usage
 from deeprepo.report.calls import read_calls
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
+pytestmark = pytest.mark.e2e
+
 PRICES = {
     "models": {
         "anthropic/test-root": {

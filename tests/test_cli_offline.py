@@ -12,6 +12,8 @@ from clihelp import EXAMPLE, EXAMPLE_TRUTH, run_cli
 
 from deeprepo.findings.grading import grade, load_findings, load_ground_truth
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:

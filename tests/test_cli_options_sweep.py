@@ -22,6 +22,8 @@ from typer.core import TyperArgument, TyperOption
 
 from deeprepo.cli.app import app, main
 
+pytestmark = pytest.mark.e2e
+
 BAD_VALUES = ("-5", "0", "abc", "nan", "{missing}", "{file}", "{dir}")
 
 #: (command, option, value) that are valid requests: the sweep lets them through.

@@ -23,6 +23,8 @@ from deeprepo.report.trajectory import read_trajectory
 from deeprepo.runlog import RunRecorder
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
+pytestmark = pytest.mark.e2e
+
 KEYS = {"ANTHROPIC_API_KEY": "test-root-key", "OPENROUTER_API_KEY": "test-sub-key"}
 PRICES = {
     "models": {

@@ -328,6 +328,7 @@ def two_commits(tmp_path: Path) -> tuple[Path, str, str]:
     return repo, first, second
 
 
+@pytest.mark.e2e
 @needs_git
 def test_git_revision_is_read_without_checkout(two_commits: tuple[Path, str, str]) -> None:
     repo, first, second = two_commits
@@ -350,6 +351,7 @@ def test_git_revision_is_read_without_checkout(two_commits: tuple[Path, str, str
     assert load_codebase(repo / "sub", rev=first).files == {"s.py": "s1\n"}
 
 
+@pytest.mark.e2e
 @needs_git
 def test_git_revision_errors(two_commits: tuple[Path, str, str], tmp_path: Path) -> None:
     repo, _, _ = two_commits

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -80,13 +79,22 @@ def test_many_replacement_notes_are_summarised(tmp_path: Path) -> None:
     assert notes[-1] == "... and 7 more file notes like these"
 
 
-def test_a_50_mb_file_is_skipped_without_being_read(tmp_path: Path) -> None:
+def test_a_50_mb_file_is_skipped_without_being_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "small.py").write_text("x = 1\n")
     with open(tmp_path / "huge.sql", "wb") as fh:
         fh.truncate(50_000_000)  # sparse: instant to create, no disk used
-    started = time.perf_counter()
+    read: list[str] = []
+    real_read = loader_module._read_bytes
+
+    def reading(path: str, limit: int, size_hint: int) -> bytes:
+        read.append(os.path.basename(path))
+        return real_read(path, limit, size_hint)
+
+    monkeypatch.setattr(loader_module, "_read_bytes", reading)
     cb = load_codebase(tmp_path)
-    assert time.perf_counter() - started < 1.0
+    assert read == ["small.py"]  # the size alone decided: not one byte of huge.sql was read
     assert reasons(cb) == {"huge.sql": "too-large (50,000,000 bytes > 1,000,000)"}
     # With the limit raised it is read, and its NULs mark it binary.
     assert reasons(load_codebase(tmp_path, max_file_bytes=60_000_000)) == {"huge.sql": "binary"}
@@ -101,9 +109,7 @@ def test_symlink_loops_do_not_hang(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     os.symlink("..", tmp_path / "pkg" / "up")  # a directory loop through the parent
     os.symlink(".", tmp_path / "here")
-    started = time.perf_counter()
-    cb = load_codebase(tmp_path)
-    assert time.perf_counter() - started < 2.0
+    cb = load_codebase(tmp_path)  # returning at all is the point: no loop is walked round
     assert list(cb.files) == ["main.py"]
     assert reasons(cb) == {
         "a": "symlink-loop",
@@ -180,6 +186,7 @@ def test_a_directory_that_cannot_be_listed_is_skipped(
     assert reasons(cb) == {"private/": "unreadable: Permission denied"}
 
 
+@pytest.mark.e2e  # 20,000 files: slow; the 3 s target is benchmarks/bench_loader.py's
 def test_twenty_thousand_tiny_files(fast_tmp: Path) -> None:
     for d in range(200):
         sub = os.path.join(fast_tmp, f"d{d:03d}")
@@ -188,10 +195,7 @@ def test_twenty_thousand_tiny_files(fast_tmp: Path) -> None:
             fd = os.open(os.path.join(sub, f"f{f:02d}.py"), os.O_WRONLY | os.O_CREAT, 0o644)
             os.write(fd, b"x = 1\n")
             os.close(fd)
-    started = time.perf_counter()
     cb = load_codebase(fast_tmp)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 3.0, f"loading 20,000 tiny files took {elapsed:.2f} s"
     md = cb.metadata
     assert (md.files, md.chars, md.lines) == (20_000, 120_000, 20_000)
     assert md.languages == {"Python": 20_000}
@@ -354,6 +358,7 @@ def test_control_characters_in_names_are_escaped_wherever_a_name_is_shown(
     assert not any(ch in str(md.to_dict()) for ch in "\n\r\x1b\x9b\u202e"), shown
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare")
 def test_a_bind_mount_loop_is_walked_once(tmp_path: Path) -> None:
     """A directory mounted inside itself (no symlink involved) is listed, not walked forever;

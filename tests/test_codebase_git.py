@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import zlib
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from deeprepo.codebase import load_codebase
 from deeprepo.codebase import revision as revision_module
 from deeprepo.codebase.git import CONFIG_OVERRIDES, GitReader, git_environment
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(shutil.which("git") is None, reason="needs git")]
 
 CANARY_ENV = {"ANTHROPIC_API_KEY": "sk-ant-canary-git", "HTTPS_PROXY": "http://canary.invalid"}
 
@@ -194,13 +193,14 @@ def _git_bomb(repo: Path, levels: int) -> None:
     git(repo, "update-ref", "refs/heads/bomb", commit)
 
 
-def test_a_git_bomb_is_refused_quickly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_git_bomb_is_refused_at_the_entry_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # How fast the refusal comes is benchmarks/bench_speed_targets.py's to measure.
     _git_bomb(tmp_path / "repo", levels=7)  # ten million paths
     monkeypatch.setattr(git_module, "MAX_TREE_ENTRIES", 50_000)
-    started = time.perf_counter()
     with pytest.raises(CodebaseError, match=r"lists more than 50,000 files"):
         load_codebase(tmp_path / "repo", rev="bomb")
-    assert time.perf_counter() - started < 10
 
 
 def test_paths_sharing_one_object_read_it_once_and_count_toward_the_byte_cap(
@@ -230,7 +230,6 @@ def test_a_fifo_in_the_git_directory_cannot_hang_the_load(
     loose = repo / ".git" / "objects" / oid[:2] / oid[2:]
     loose.unlink()
     os.mkfifo(loose)  # git's read of the object blocks forever
-    started = time.perf_counter()
     with pytest.raises(CodebaseError, match=r"git stopped answering \(ls-tree, 1 s"):
         load_codebase(repo, rev="HEAD")
     loose.unlink()
@@ -239,7 +238,6 @@ def test_a_fifo_in_the_git_directory_cannot_hang_the_load(
     os.mkfifo(repo / ".git" / "config")
     with pytest.raises(CodebaseError, match=r"git stopped answering \(rev-parse"):
         load_codebase(repo, rev="HEAD")
-    assert time.perf_counter() - started < 15
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root (chown)")

@@ -7,7 +7,6 @@ import os
 import random
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -30,9 +29,9 @@ PATHOLOGICAL = [
 ]
 
 
-def test_pathological_patterns_and_a_4000_character_path_load_in_well_under_a_second(
-    tmp_path: Path,
-) -> None:
+def test_pathological_patterns_and_a_4000_character_path_load_and_match(tmp_path: Path) -> None:
+    # A backtracking matcher never returns on these (it hangs, which is the failure); how fast
+    # they load is benchmarks/bench_speed_targets.py's to measure.
     (tmp_path / ".gitignore").write_text("\n".join(PATHOLOGICAL) + "\n")
     (tmp_path / "ok.py").write_text("ok = 1\n")
     deep = tmp_path
@@ -42,18 +41,13 @@ def test_pathological_patterns_and_a_4000_character_path_load_in_well_under_a_se
     (deep / ("a" * 250)).write_text("deep = 1\n")
     rel = str((deep / ("a" * 250)).relative_to(tmp_path))
     assert len(str(tmp_path / rel)) > 3900
-    started = time.perf_counter()
     cb = load_codebase(tmp_path)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 0.5, f"took {elapsed:.2f} s"
     assert sorted(cb.files) == sorted([".gitignore", "ok.py", rel])
     # The same rules, matched directly against a 4,000-character name of one segment.
     rules = IgnoreRules(PATHOLOGICAL)
-    started = time.perf_counter()
     assert rules.match("a" * 4000, False) is None
     assert rules.match("a" * 4000 + "b", False) is True
     assert rules.match("/".join(["a"] * 2000), True) is None
-    assert time.perf_counter() - started < 0.5
 
 
 @pytest.mark.parametrize(
@@ -120,9 +114,7 @@ def test_a_fifo_or_symlink_as_an_ignore_file_is_not_read(tmp_path: Path) -> None
     secret.write_text("*.py\n")
     os.symlink(secret, tmp_path / ".gitignore")
     (tmp_path / "a.py").write_text("a = 1\n")
-    started = time.perf_counter()
-    cb = load_codebase(tmp_path)
-    assert time.perf_counter() - started < 2
+    cb = load_codebase(tmp_path)  # returning at all is the point: the FIFO was not opened to read
     assert list(cb.files) == ["a.py"]  # the linked rules did not apply
 
 
@@ -203,6 +195,7 @@ def _random_tree(rng: random.Random, root: Path) -> None:
     (root / ".git" / "info" / "exclude").write_text(_pattern(rng) + "\n")
 
 
+@pytest.mark.e2e
 @needs_git
 def test_the_loader_ignores_exactly_what_git_ignores(tmp_path: Path) -> None:
     rng = random.Random(20261124)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 
 import pytest
 
@@ -133,7 +132,8 @@ def test_shown_line_numbers_count_like_number_lines() -> None:
     assert shown_line_numbers(text, {"third line here"}) == {3}
 
 
-def test_speed_300_files_300_prompts() -> None:
+def test_300_files_in_300_prompts_are_all_covered() -> None:
+    # The speed target (0.5 s) is benchmarks/bench_speed_targets.py's to measure.
     rng = random.Random(0)
     words = ["value", "self.items", "return", "config", "=", "(", ")", "request.args", "if", "None"]
     codebase = {
@@ -144,11 +144,4 @@ def test_speed_300_files_300_prompts() -> None:
     }
     prompts = [file_audit_prompt(p, t) for p, t in codebase.items()]
     assert 8_000 < sum(map(len, prompts)) / len(prompts) < 12_000
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        covered = covered_files(codebase, prompts)
-        best = min(best, time.perf_counter() - t0)
-    assert covered == set(codebase)
-    # Typically 40-90 ms; the bound leaves room for a loaded CI machine.
-    assert best < 0.5
+    assert covered_files(codebase, prompts) == set(codebase)

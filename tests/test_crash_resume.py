@@ -145,6 +145,7 @@ def check_completed(out: Path) -> dict[str, Any]:
     return m
 
 
+@pytest.mark.e2e
 def test_kill_then_the_same_command_repeats_no_completed_request(
     server: LoopbackServer, tmp_path: Path
 ) -> None:
@@ -169,6 +170,7 @@ def test_kill_then_the_same_command_repeats_no_completed_request(
     assert [t["output"] for t in new[1:4]] == [t["output"] for t in old[1:]]
 
 
+@pytest.mark.e2e
 def test_kill_then_resume_replays_without_calling_and_keeps_the_ledger_exact(
     server: LoopbackServer, tmp_path: Path
 ) -> None:
@@ -242,6 +244,7 @@ def library_options(srv: LoopbackServer, out: Path, cache: Path, **kw: Any) -> A
     )
 
 
+@pytest.mark.e2e
 async def test_a_rerun_is_answered_from_the_cache_though_output_shows_sets_and_addresses(
     tmp_path: Path,
 ) -> None:
@@ -273,6 +276,7 @@ async def test_a_rerun_is_answered_from_the_cache_though_output_shows_sets_and_a
     assert [t.output for t in second.result.turns] == [t.output for t in first.result.turns]
 
 
+@pytest.mark.e2e
 async def test_a_run_stopped_by_a_dead_root_is_resumed_with_a_higher_budget(tmp_path: Path) -> None:
     down = {"root": True}
 

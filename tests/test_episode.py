@@ -72,6 +72,7 @@ def code(src: str) -> str:
     return f"{F}python\n{src}\n{F}"
 
 
+@pytest.mark.e2e
 async def test_answer_is_read_from_the_namespace_not_prose(example: Codebase) -> None:
     root = Replies(
         [
@@ -86,6 +87,7 @@ async def test_answer_is_read_from_the_namespace_not_prose(example: Codebase) ->
     assert not result.incomplete
 
 
+@pytest.mark.e2e
 async def test_countdown_then_final_turn_then_salvage(example: Codebase) -> None:
     root = Replies(
         [
@@ -107,6 +109,7 @@ async def test_countdown_then_final_turn_then_salvage(example: Codebase) -> None
     ]
 
 
+@pytest.mark.e2e
 async def test_final_turn_can_still_answer(example: Codebase) -> None:
     root = Replies([code("x = 1"), code("set_answer('late but fine')")])
     result = await run(example, root, max_turns=1)
@@ -114,6 +117,7 @@ async def test_final_turn_can_still_answer(example: Codebase) -> None:
     assert result.turns[-1].final_turn and result.answer == "late but fine"
 
 
+@pytest.mark.e2e
 async def test_syntax_error_shows_the_line_and_the_episode_goes_on(example: Codebase) -> None:
     bad = 's = f"""Found {len(codebase)} files\nprint(s)'
     root = Replies([code(bad), code("set_answer('fixed')")])
@@ -125,6 +129,7 @@ async def test_syntax_error_shows_the_line_and_the_episode_goes_on(example: Code
     assert result.stop_reason == "answer_ready"
 
 
+@pytest.mark.e2e
 async def test_overwritten_scaffold_is_restored_and_the_root_told(example: Codebase) -> None:
     root = Replies(
         [
@@ -138,6 +143,7 @@ async def test_overwritten_scaffold_is_restored_and_the_root_told(example: Codeb
     assert "0" in result.turns[1].output and result.answer == "ok"
 
 
+@pytest.mark.e2e
 async def test_sub_calls_and_coverage_are_counted(example: Codebase) -> None:
     root = Replies(
         [
@@ -154,6 +160,7 @@ async def test_sub_calls_and_coverage_are_counted(example: Codebase) -> None:
     assert result.files_covered == ["vulnapi/auth.py", "vulnapi/models.py"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("prompt", sorted(prompts.ROOT_SYSTEM_PROMPTS))
 async def test_system_prompt_variants(example: Codebase, prompt: str) -> None:
     root = Replies([code("set_answer('x')")])
@@ -163,6 +170,7 @@ async def test_system_prompt_variants(example: Codebase, prompt: str) -> None:
         assert "EVERY file in `metadata['audit_files']`" in (root.requests[0].system or "")
 
 
+@pytest.mark.e2e
 async def test_expert_policy_covers_every_source_file(example: Codebase) -> None:
     result = await run(example, make_policy("expert"), max_turns=20)
     assert result.stop_reason == "answer_ready" and result.num_turns == 3
@@ -174,18 +182,21 @@ async def test_expert_policy_covers_every_source_file(example: Codebase) -> None
     assert {f.cwe for f in result.findings} >= {"CWE-89", "CWE-798", "CWE-78"}
 
 
+@pytest.mark.e2e
 async def test_lazy_policy_reads_two_files_and_delegates_nothing(example: Codebase) -> None:
     result = await run(example, make_policy("lazy"), max_turns=20)
     assert result.stop_reason == "answer_ready" and result.num_turns == 2
     assert result.sub_calls == 0 and result.findings == []
 
 
+@pytest.mark.e2e
 async def test_no_delegation_policy_never_calls_a_worker(example: Codebase) -> None:
     result = await run(example, make_policy("no-delegation"), max_turns=20)
     assert result.stop_reason == "answer_ready" and result.sub_calls == 0
     assert result.files_covered == []
 
 
+@pytest.mark.e2e
 async def test_over_explorer_takes_many_turns_and_redispatches(example: Codebase) -> None:
     result = await run(example, make_policy("over-explorer"), max_turns=20)
     assert result.stop_reason == "answer_ready"
@@ -194,6 +205,7 @@ async def test_over_explorer_takes_many_turns_and_redispatches(example: Codebase
     assert 1 in result.batch_sizes  # one-by-one llm_query calls
 
 
+@pytest.mark.e2e
 async def test_syntax_errors_policy_never_adapts_and_is_salvaged(example: Codebase) -> None:
     result = await run(example, make_policy("syntax-errors"), max_turns=4)
     assert result.stop_reason == "max_turns" and result.incomplete
@@ -208,6 +220,7 @@ def test_policy_names() -> None:
         make_policy("genius")
 
 
+@pytest.mark.e2e
 async def test_episode_takes_its_kernel_from_a_warm_pool(example: Codebase) -> None:
     from deeprepo.sandbox.pool import KernelPool
 

@@ -155,6 +155,7 @@ DESIGN_LINES = [
 ]
 
 
+@pytest.mark.e2e
 def test_eval_cli_prints_the_summary_and_writes_results(tmp_path: Path) -> None:
     out = tmp_path / "run"
     result = CliRunner().invoke(
@@ -197,6 +198,7 @@ def test_eval_cli_prints_the_summary_and_writes_results(tmp_path: Path) -> None:
     assert json.loads((out / "eval.json").read_text())["reward_weights"]["quality"] > 0
 
 
+@pytest.mark.e2e
 def test_rollouts_are_reproducible_and_differ_between_rollout_indices(tmp_path: Path) -> None:
     args = [
         "eval",
@@ -230,6 +232,7 @@ def test_eval_cli_rejects_bad_options(tmp_path: Path) -> None:
     assert isinstance(bad.exception, UsageError) and "start with a size" in str(bad.exception)
 
 
+@pytest.mark.e2e
 def test_eval_runs_tasks_from_a_directory_and_records_failed_rollouts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -264,6 +267,7 @@ def test_eval_runs_tasks_from_a_directory_and_records_failed_rollouts(
     assert "r2: [0.0, 0.0]" in result.stdout
 
 
+@pytest.mark.e2e
 def test_eval_drives_a_provider_root_over_the_loopback_server(tmp_path: Path) -> None:
     """``--model openai/<m> --base-url``: the root is a real OpenAI-compatible client, served
     the scripted expert's replies with real usage blocks."""

@@ -49,6 +49,7 @@ def offline_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.e2e
 def test_export_is_exactly_what_the_root_was_sent_final_turn_note_included(
     loopback: LoopbackServer, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_export_is_exactly_what_the_root_was_sent_final_turn_note_included(
     assert example["meta"]["complete"] is False and example["meta"]["turns"] == 3
 
 
+@pytest.mark.e2e
 def test_trajectory_without_recorded_prompts_is_rebuilt_from_the_unchanged_repository(
     offline_run: Path, tmp_path: Path
 ) -> None:
@@ -112,6 +114,7 @@ def test_trajectory_without_recorded_prompts_is_rebuilt_from_the_unchanged_repos
     assert dict(summary.skipped) == {"no prompts recorded and the repository changed since": 1}
 
 
+@pytest.mark.e2e
 def test_filters_and_the_summary_count_what_was_skipped(offline_run: Path, tmp_path: Path) -> None:
     records = _read(offline_run / "trajectory.jsonl")
     end = records[-1]
@@ -169,6 +172,7 @@ class _Recorder:
         await self.model.aclose()
 
 
+@pytest.mark.e2e
 def test_eval_rollouts_export_one_exact_example_each(tmp_path: Path) -> None:
     [task] = generate_tasks_in_memory(parse_task_spec("small:seed=5"), 1)
     root = _Recorder()
@@ -205,6 +209,7 @@ def test_eval_rollouts_export_one_exact_example_each(tmp_path: Path) -> None:
     assert summary.written == 0 and summary.skipped["under --min-reward 1.01"] == 2
 
 
+@pytest.mark.e2e
 def test_a_baseline_run_is_not_a_conversation(tmp_path: Path) -> None:
     run = tmp_path / "baseline"
     proc = run_cli("baseline", str(EXAMPLE), "--model", "scripted/expert", "--out", str(run))
@@ -220,6 +225,7 @@ def test_conversation_refuses_turns_out_of_order() -> None:
         conversation("s", "u", turns)
 
 
+@pytest.mark.e2e
 def test_cli_summary_line_and_exit_codes(offline_run: Path, tmp_path: Path) -> None:
     target = tmp_path / "sft.jsonl"
     proc = run_cli("export", "sft", str(offline_run), str(target))

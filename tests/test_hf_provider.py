@@ -41,6 +41,7 @@ def test_missing_checkpoint_and_bad_settings_are_config_errors(tmp_path: Path) -
         )
 
 
+@pytest.mark.e2e
 def test_without_torch_one_line_names_the_extra_and_exits_2(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     code = (
@@ -70,6 +71,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model(tmp_path_factory.mktemp("hf") / "tiny", seed=0)
 
 
+@pytest.mark.e2e
 def test_tokens_are_the_tokenizers_and_the_checkpoint_is_loaded_once(tiny: Path) -> None:
     from transformers import AutoTokenizer
 
@@ -104,6 +106,7 @@ def test_tokens_are_the_tokenizers_and_the_checkpoint_is_loaded_once(tiny: Path)
     assert x1 != x2  # a repeated prompt (another rollout) samples afresh
 
 
+@pytest.mark.e2e
 def test_eval_runs_scores_and_compares_a_tiny_checkpoint(tiny: Path, tmp_path: Path) -> None:
     env = {"DEEPREPO_HF_MAX_NEW_TOKENS": "32", "DEEPREPO_HF_DEVICE": "cpu"}
     outs = []
@@ -129,6 +132,7 @@ def test_eval_runs_scores_and_compares_a_tiny_checkpoint(tiny: Path, tmp_path: P
     assert "before" in proc.stdout and "after" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_analyze_with_a_local_root_is_metered_and_says_it_is_incomplete(
     tiny: Path, tmp_path: Path
 ) -> None:
@@ -146,6 +150,7 @@ def test_analyze_with_a_local_root_is_metered_and_says_it_is_incomplete(
     assert root["input_tokens"] > 500 and 2 <= root["output_tokens"] <= 32
 
 
+@pytest.mark.e2e
 def test_export_checkpoint_writes_a_folder_hf_loads(tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "converted"
     proc = run_cli("export", "checkpoint", str(tiny), str(out), "--dtype", "float16")

@@ -17,6 +17,8 @@ from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli, sigint_defaul
 
 from deeprepo.testing.loopback import LoopbackServer
 
+pytestmark = pytest.mark.e2e
+
 N_FILES = 2600
 
 
@@ -84,16 +86,15 @@ def test_a_lowered_sub_call_limit_makes_the_run_incomplete_everywhere(
     assert "raise \\-\\-max-sub-calls" in top or "raise --max-sub-calls" in top
 
 
-def test_connection_refused_fails_fast_and_names_the_refusal(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_connection_refused_fails_and_names_the_refusal(tmp_path: Path) -> None:
+    # One quick retry, then no more (tests/test_honest_units.py): the wall time that gives is
+    # benchmarks/bench_speed_targets.py's to measure.
     proc = run_cli(
         "analyze", str(EXAMPLE), "--out", str(tmp_path / "run"),
         "--root", "openai/x", "--root-base-url", "http://127.0.0.1:9/v1", "--sub", "static",
         env={"OPENAI_API_KEY": "test-key"},
     )  # fmt: skip
-    elapsed = time.monotonic() - started
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert elapsed < 20
     assert "connection refused at http://127.0.0.1:9/v1" in " ".join(proc.stdout.split())
     m = _metrics(tmp_path / "run")
     assert m["stop_reason"] == "error" and "connection refused" in str(m["stop_detail"])
@@ -101,15 +102,12 @@ def test_connection_refused_fails_fast_and_names_the_refusal(tmp_path: Path) -> 
 
 
 def test_eval_against_nothing_exits_non_zero_with_the_first_error(tmp_path: Path) -> None:
-    started = time.monotonic()
     proc = run_cli(
         "eval", "--model", "openai/x", "--base-url", "http://127.0.0.1:9/v1",
         "--generate", "small:seed=1", "-n", "2", "-r", "1", "-q", "--out", str(tmp_path / "ev"),
         env={"OPENAI_API_KEY": "test-key"},
     )  # fmt: skip
-    elapsed = time.monotonic() - started
     assert proc.returncode == 1, proc.stderr
-    assert elapsed < 30
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: every rollout (2) failed; first:")
     assert "connection refused" in last
@@ -135,10 +133,8 @@ def test_sigint_writes_partial_outputs_and_prints_the_resume_command(
     assert "turn 1/" in seen[-1], seen
     time.sleep(0.5)
     os.killpg(proc.pid, signal.SIGINT)
-    started = time.monotonic()
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)  # a hang guard, not a speed target
     assert proc.returncode == 130, stderr
-    assert time.monotonic() - started < 15
     assert "Traceback" not in stderr
     resume_line = [ln for ln in stderr.splitlines() if "--resume" in ln]
     assert resume_line == [

@@ -14,6 +14,7 @@ LIVE = os.environ.get("DEEPREPO_LIVE_TESTS") == "1"
 KEYS = {k: os.environ.get(k, "") for k in ("ANTHROPIC_API_KEY", "OPENROUTER_API_KEY")}
 
 pytestmark = [
+    pytest.mark.e2e,
     pytest.mark.live,
     pytest.mark.skipif(not LIVE, reason="live API tests: set DEEPREPO_LIVE_TESTS=1 (costs money)"),
 ]

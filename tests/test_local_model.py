@@ -23,7 +23,7 @@ from deeprepo.local.provider import LocalModel
 from deeprepo.local.runtime import find_runtime
 from deeprepo.local.store import installed
 
-pytestmark = [pytest.mark.local_model, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.local_model, pytest.mark.slow]
 
 
 def _model() -> LocalModelInfo:

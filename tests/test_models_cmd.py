@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from clihelp import run_cli
 
 import deeprepo.rl  # noqa: F401  (registers the research policies the CLI lists)
@@ -75,6 +76,7 @@ def test_a_user_price_file_takes_over_the_provenance(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_models_command_table_json_and_filter() -> None:
     proc = run_cli("models")
     assert proc.returncode == 0, proc.stderr
@@ -98,6 +100,7 @@ def test_models_command_table_json_and_filter() -> None:
     assert {r["name"] for r in json.loads(proc.stdout)} == {f"scripted/{p}" for p in POLICIES}
 
 
+@pytest.mark.e2e
 def test_models_command_no_match_is_one_line_and_exit_2() -> None:
     proc = run_cli("models", "no-such-model-xyz")
     assert proc.returncode == 2

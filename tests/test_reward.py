@@ -471,6 +471,7 @@ def calibration() -> dict[str, list[float]]:
     return result
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("policy", sorted(BANDS))
 def test_calibration_bands(calibration: dict[str, list[float]], policy: str) -> None:
     lo, hi = BANDS[policy]
@@ -478,6 +479,7 @@ def test_calibration_bands(calibration: dict[str, list[float]], policy: str) -> 
     assert lo <= mean <= hi, f"{policy}: mean reward {mean:.3f} outside [{lo}, {hi}]"
 
 
+@pytest.mark.e2e
 def test_over_explorer_scores_below_expert(calibration: dict[str, list[float]]) -> None:
     expert = sum(calibration["expert"]) / len(calibration["expert"])
     over = sum(calibration["over-explorer"]) / len(calibration["over-explorer"])

@@ -114,6 +114,7 @@ def test_refusal_and_system_errors_say_what_to_do() -> None:
 # ---------------------------------------------------------------- item 3: requests
 
 
+@pytest.mark.e2e
 async def test_a_batch_past_the_budget_is_refused_in_one_go(
     kernel: Kernel, handler: Handler
 ) -> None:
@@ -132,6 +133,7 @@ async def test_a_batch_past_the_budget_is_refused_in_one_go(
     assert handler.prompts == 36 and r.llm_calls == 36
 
 
+@pytest.mark.e2e
 async def test_no_capacity_left_serves_nothing(pool: KernelPool, handler: Handler) -> None:
     async with await Kernel.start(PAYLOAD, handler, pool=pool, capacity=lambda: 0) as k:
         r = await k.exec("print(llm_query('x')[:40])")
@@ -139,6 +141,7 @@ async def test_no_capacity_left_serves_nothing(pool: KernelPool, handler: Handle
     assert "[llm error] budget exhausted" in r.output and handler.calls == []
 
 
+@pytest.mark.e2e
 async def test_forged_requests_are_capped_and_their_replies_not_queued(
     kernel: Kernel, handler: Handler
 ) -> None:
@@ -158,6 +161,7 @@ async def test_forged_requests_are_capped_and_their_replies_not_queued(
     assert r.output.splitlines()[1] == "[llm error] budget exhausted ( 2"  # spent, not broken
 
 
+@pytest.mark.e2e
 def test_parent_memory_stays_bounded_under_a_forged_flood() -> None:
     """The parent's peak RSS, measured in a process of its own (benchmarks/bench_rpc_floods.py)."""
     proc = subprocess.run(
@@ -179,6 +183,7 @@ def test_parent_memory_stays_bounded_under_a_forged_flood() -> None:
 # ---------------------------------------------------------------- item 10: system=
 
 
+@pytest.mark.e2e
 async def test_system_is_capped_like_prompts(kernel: Kernel, handler: Handler) -> None:
     r = await kernel.exec("print(llm_query('p', system='s' * 1_000_001)[:80])")
     assert r.output.startswith(
@@ -196,6 +201,7 @@ async def test_system_is_capped_like_prompts(kernel: Kernel, handler: Handler) -
 # ---------------------------------------------------------------- item 8: what a turn may add
 
 
+@pytest.mark.e2e
 async def test_a_forged_result_is_bounded_by_the_parent(kernel: Kernel) -> None:
     cell = FD + (
         "import json, time\ncell = int(sys._getframe(0).f_code.co_filename.strip('<>').split('-')[1])\n"
@@ -215,6 +221,7 @@ async def test_a_forged_result_is_bounded_by_the_parent(kernel: Kernel) -> None:
     assert r.restored == ["llm_batch"]
 
 
+@pytest.mark.e2e
 async def test_a_restart_note_names_a_bounded_list(kernel: Kernel) -> None:
     r = await kernel.exec("for i in range(300):\n    globals()['v%d_' % i + 'x' * 100_000] = i")
     assert r.error is None
@@ -223,6 +230,7 @@ async def test_a_restart_note_names_a_bounded_list(kernel: Kernel) -> None:
     assert len(r.output) < 4000 and "and 271 more" in r.output  # 300 names and i
 
 
+@pytest.mark.e2e
 async def test_findings_per_cell_are_bounded(kernel: Kernel) -> None:
     r = await kernel.exec(
         "for i in range(2500):\n    add_finding('app.py', 1, 'k', 'low', 't%d' % i)"
@@ -294,6 +302,7 @@ FRESH_OUT = (
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(ATTACKS))
 async def test_a_patched_scaffold_does_not_rewrite_later_cells(
     name: str, kernel: Kernel, handler: Handler
@@ -331,6 +340,7 @@ async def test_a_patched_scaffold_does_not_rewrite_later_cells(
 # ---------------------------------------------------------------- item 8: a turn and a run
 
 
+@pytest.mark.e2e
 async def test_an_episode_caps_each_turns_output_and_findings() -> None:
     from deeprepo.base.chat import ChatRequest, Completion, Usage
     from deeprepo.builtin import make_static_worker

@@ -27,6 +27,8 @@ from deeprepo.base.chat import Usage
 from deeprepo.report.trajectory import read_trajectory
 from deeprepo.testing.loopback import LoopbackServer, RecordedRequest, Reply
 
+pytestmark = pytest.mark.e2e
+
 SECRETS = {
     "OPENROUTER_API_KEY": "sk-or-v1-canary-9f2a-openrouter",
     "ANTHROPIC_API_KEY": "sk-ant-canary-9f2a-anthropic",

@@ -360,6 +360,7 @@ for i in range(runs):
 """
 
 
+@pytest.mark.e2e
 def test_several_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     processes, runs, turns, calls = 6, 15, 5, 60
     folders = [fake_run(tmp_path / f"w{p}", turns=turns, calls=calls) for p in range(processes)]

@@ -70,6 +70,7 @@ async def kernel(handler: FakeHandler, pool: KernelPool) -> AsyncIterator[Kernel
 # ---------------------------------------------------------------- the REPL contract
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 async def test_namespace_persists_between_cells(mode: str, handler: FakeHandler) -> None:
     async with await Kernel.start(PAYLOAD, handler, SandboxConfig(mode=mode)) as k:  # type: ignore[arg-type]
@@ -81,6 +82,7 @@ async def test_namespace_persists_between_cells(mode: str, handler: FakeHandler)
         assert not r2.restarted
 
 
+@pytest.mark.e2e
 async def test_preloaded_names(kernel: Kernel) -> None:
     r = await kernel.exec(
         f"print(isinstance(codebase, dict), sorted(codebase) == {sorted(FILES)!r})\n"
@@ -95,6 +97,7 @@ async def test_preloaded_names(kernel: Kernel) -> None:
     ]
 
 
+@pytest.mark.e2e
 async def test_last_expression_is_shown(kernel: Kernel) -> None:
     r = await kernel.exec("x = 6\nx * 7")
     assert r.output == "42\n"
@@ -102,6 +105,7 @@ async def test_last_expression_is_shown(kernel: Kernel) -> None:
     assert r.output == ""
 
 
+@pytest.mark.e2e
 async def test_codebase_is_read_only_but_copyable(kernel: Kernel) -> None:
     r = await kernel.exec("codebase['new.py'] = 'x'")
     assert r.error == "exception" and "codebase is read-only" in r.output
@@ -113,6 +117,7 @@ async def test_codebase_is_read_only_but_copyable(kernel: Kernel) -> None:
         ReadOnlyDict({"a": "b"}).update({"c": "d"})
 
 
+@pytest.mark.e2e
 async def test_llm_batch_keeps_order_and_failed_items_are_strings(
     kernel: Kernel, handler: FakeHandler
 ) -> None:
@@ -123,6 +128,7 @@ async def test_llm_batch_keeps_order_and_failed_items_are_strings(
     assert handler.calls == [(["one", "FAIL two", "three"], None)]
 
 
+@pytest.mark.e2e
 async def test_llm_query_passes_system_and_empty_batch_calls_nothing(
     kernel: Kernel, handler: FakeHandler
 ) -> None:
@@ -132,6 +138,7 @@ async def test_llm_query_passes_system_and_empty_batch_calls_nothing(
     assert r.llm_calls == 1
 
 
+@pytest.mark.e2e
 async def test_non_string_prompt_becomes_error_string(kernel: Kernel, handler: FakeHandler) -> None:
     r = await kernel.exec(
         "res = llm_batch(['ok', 42, None])\nprint(res[0]); print(res[1][:11], 'int' in res[1], 'NoneType' in res[2])"
@@ -143,6 +150,7 @@ async def test_non_string_prompt_becomes_error_string(kernel: Kernel, handler: F
     assert r.error == "exception" and "use llm_query" in r.output
 
 
+@pytest.mark.e2e
 async def test_failing_handler_fails_items_not_the_kernel(pool: KernelPool) -> None:
     async with await Kernel.start(PAYLOAD, FakeHandler(raises=True), pool=pool) as k:
         r = await k.exec("print(llm_batch(['a', 'b']))")
@@ -150,6 +158,7 @@ async def test_failing_handler_fails_items_not_the_kernel(pool: KernelPool) -> N
         assert r.output.count("[llm error] RuntimeError: provider down") == 2
 
 
+@pytest.mark.e2e
 async def test_sub_llm_wait_does_not_count_against_cell_timeout(pool: KernelPool) -> None:
     config = SandboxConfig(cell_timeout_s=0.5)
     async with await Kernel.start(PAYLOAD, FakeHandler(delay=0.8), config, pool=pool) as k:
@@ -158,6 +167,7 @@ async def test_sub_llm_wait_does_not_count_against_cell_timeout(pool: KernelPool
         assert r.seconds >= 0.8
 
 
+@pytest.mark.e2e
 async def test_file_audit_prompt_matches_the_prompts_module(kernel: Kernel) -> None:
     r = await kernel.exec("print(file_audit_prompt('app/main.py'), end='')")
     assert r.output == prompts.file_audit_prompt("app/main.py", FILES["app/main.py"])
@@ -172,6 +182,7 @@ async def test_file_audit_prompt_matches_the_prompts_module(kernel: Kernel) -> N
 # ---------------------------------------------------------------- output
 
 
+@pytest.mark.e2e
 async def test_printing_ten_million_chars_is_cut_with_head_tail_and_note(kernel: Kernel) -> None:
     r = await kernel.exec("print('HEAD' + 'x' * 10**7 + 'TAIL')")
     limit = kernel.config.output_limit
@@ -182,12 +193,14 @@ async def test_printing_ten_million_chars_is_cut_with_head_tail_and_note(kernel:
     assert len(r.output) <= limit + 40
 
 
+@pytest.mark.e2e
 async def test_many_small_prints_are_cut_too(kernel: Kernel) -> None:
     r = await kernel.exec("for i in range(200_000):\n    print(i)")
     assert r.output.startswith("0\n1\n2\n") and r.output.endswith("199998\n199999\n")
     assert len(r.output) < kernel.config.output_limit + 40
 
 
+@pytest.mark.e2e
 async def test_raw_fd_output_is_captured_and_cannot_corrupt_the_protocol(kernel: Kernel) -> None:
     r = await kernel.exec(
         "import os\nos.write(1, b'{\"type\": \"result\", \"id\": 999}\\n')\nos.write(2, b'err-bytes\\n')\nprint('normal')"
@@ -260,6 +273,7 @@ def test_an_oversized_result_drops_findings_not_the_message() -> None:
     assert "too large; dropped:" in msg["output"] and msg["answer"]["content"] == "r" * 5000
 
 
+@pytest.mark.e2e
 async def test_non_ascii_codebase_round_trips(pool: KernelPool, handler: FakeHandler) -> None:
     payload = {**PAYLOAD, "codebase": {"naïve.py": "s = '日本語 🙂'\n", "b.py": "x"}}
     async with await Kernel.start(payload, handler, pool=pool) as k:
@@ -280,6 +294,7 @@ def test_a_flood_of_raw_output_is_kept_as_head_and_tail_bytes() -> None:
 # ---------------------------------------------------------------- errors and hints
 
 
+@pytest.mark.e2e
 async def test_syntax_error_shows_line_caret_and_hint(kernel: Kernel) -> None:
     r = await kernel.exec("x = 1\nif x > 0\n    print(x)")
     assert r.error == "syntax"
@@ -309,6 +324,7 @@ def test_triple_quote_in_f_string_hint(code: str) -> None:
     assert "triple-quoted" in text and "+ or '\\n'.join" in text
 
 
+@pytest.mark.e2e
 async def test_triple_quote_hint_reaches_the_root(kernel: Kernel) -> None:
     r = await kernel.exec('summary = f"""Report\n{"""x"""}\n"""\nprint(summary)')
     assert r.error == "syntax"
@@ -328,6 +344,7 @@ def test_syntax_hint_cases() -> None:
     )
 
 
+@pytest.mark.e2e
 async def test_exception_traceback_shows_only_cell_frames(kernel: Kernel) -> None:
     r = await kernel.exec("def f(d):\n    return d['missing']\nf({})")
     assert r.error == "exception"
@@ -340,6 +357,7 @@ async def test_exception_traceback_shows_only_cell_frames(kernel: Kernel) -> Non
 # ---------------------------------------------------------------- scaffold, answer, findings
 
 
+@pytest.mark.e2e
 async def test_scaffold_overwrite_is_restored(kernel: Kernel) -> None:
     r = await kernel.exec("llm_batch = None\ncodebase = {}\ndel set_answer\nmetadata = 1")
     assert sorted(r.restored) == ["codebase", "llm_batch", "metadata", "set_answer"]
@@ -349,6 +367,7 @@ async def test_scaffold_overwrite_is_restored(kernel: Kernel) -> None:
     assert r.restored == []
 
 
+@pytest.mark.e2e
 async def test_answer_rebound_to_text_is_restored_keeping_the_text(kernel: Kernel) -> None:
     r = await kernel.exec("answer = 'my report'")
     assert r.restored == ["answer"]
@@ -359,6 +378,7 @@ async def test_answer_rebound_to_text_is_restored_keeping_the_text(kernel: Kerne
     assert (r.restored, r.answer) == ([], {"content": "mine", "ready": False})
 
 
+@pytest.mark.e2e
 async def test_answer_and_set_answer(kernel: Kernel) -> None:
     r = await kernel.exec("answer['content'] = 'draft'")
     assert r.answer == {"content": "draft", "ready": False}
@@ -368,6 +388,7 @@ async def test_answer_and_set_answer(kernel: Kernel) -> None:
     assert r.answer == {"content": "# Final report", "ready": True}
 
 
+@pytest.mark.e2e
 async def test_add_finding_records_this_cells_findings(kernel: Kernel) -> None:
     r = await kernel.exec(
         "add_finding('app/main.py', 4, 'command-injection', 'high', 'os.system on input', cwe='CWE-78')\n"
@@ -389,6 +410,7 @@ async def test_add_finding_records_this_cells_findings(kernel: Kernel) -> None:
 # ---------------------------------------------------------------- isolation basics
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 async def test_child_env_has_no_api_keys(
     mode: str, monkeypatch: pytest.MonkeyPatch, handler: FakeHandler
@@ -409,6 +431,7 @@ async def test_child_env_has_no_api_keys(
 # ---------------------------------------------------------------- timeouts and restarts
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 async def test_infinite_loop_is_stopped_and_a_fresh_kernel_started(
     mode: str, handler: FakeHandler
@@ -420,12 +443,13 @@ async def test_infinite_loop_is_stopped_and_a_fresh_kernel_started(
         assert r.error == "timeout"
         assert r.restarted is True
         assert r.lost_variables == ["alpha", "beta", "json"]
-        assert 1.0 <= r.seconds < 5.0
+        assert r.seconds >= 1.0  # no upper bound: a loaded machine reaps and restarts later
         assert "longer than the 1s limit" in r.output and "alpha, beta, json" in r.output
         r = await k.exec("print(len(codebase), 'alpha' in globals(), answer['content'])")
         assert (r.error, r.restarted, r.output) == (None, False, "3 False partial\n")
 
 
+@pytest.mark.e2e
 async def test_cancelled_exec_stops_the_kernel_and_the_next_exec_restarts(kernel: Kernel) -> None:
     await kernel.exec("keep = 1")
     task = asyncio.create_task(kernel.exec("import time\ntime.sleep(30)"))
@@ -438,6 +462,7 @@ async def test_cancelled_exec_stops_the_kernel_and_the_next_exec_restarts(kernel
     assert "cancelled" in r.output
 
 
+@pytest.mark.e2e
 async def test_closing_during_a_cell_ends_the_cell_with_an_error(pool: KernelPool) -> None:
     k = await Kernel.start(PAYLOAD, FakeHandler(), pool=pool)
     task = asyncio.create_task(k.exec("import time\ntime.sleep(30)"))
@@ -447,6 +472,7 @@ async def test_closing_during_a_cell_ends_the_cell_with_an_error(pool: KernelPoo
         await task
 
 
+@pytest.mark.e2e
 async def test_closed_kernel_refuses_to_exec(handler: FakeHandler) -> None:
     k = await Kernel.start(PAYLOAD, handler, SandboxConfig(mode="process"))
     await k.close()
@@ -458,6 +484,7 @@ async def test_closed_kernel_refuses_to_exec(handler: FakeHandler) -> None:
 # ---------------------------------------------------------------- modes and pool
 
 
+@pytest.mark.e2e
 async def test_pool_start_uses_a_prestarted_child(pool: KernelPool, handler: FakeHandler) -> None:
     pool.fill()
     idle_pids = {child.pid for child in pool._idle}

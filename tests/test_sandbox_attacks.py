@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from deeprepo.sandbox.isolation import bwrap_problem
 from deeprepo.sandbox.kernel import Kernel
 from deeprepo.sandbox.pool import KernelPool
 
+pytestmark = pytest.mark.e2e
+
 SECRET = "sk-or-v1-attack-test-secret-7f3a"
 FILES = {"src/app.py": "print('hello')\n", "src/db.py": "QUERY = 'select 1'\n"}
 PAYLOAD: dict[str, Any] = {
@@ -31,6 +34,12 @@ PAYLOAD: dict[str, Any] = {
     "file_tree": "src/\n  app.py\n  db.py",
     "metadata": {"files": 2},
 }
+# A cell limit no loaded machine reaches: what stops each attack is the limit it is aimed at
+# (memory, output, processes), never the clock; short_kernel's cells stop after SHORT_TIMEOUT_S.
+CONFIG = SandboxConfig(
+    cell_timeout_s=120, memory_limit_mb=512, max_file_size_mb=1, max_open_files=64
+)
+SHORT_TIMEOUT_S = 1.5
 _PROBLEM = bwrap_problem()
 needs_bwrap = pytest.mark.skipif(
     _PROBLEM is not None, reason=f"needs the bwrap sandbox: {_PROBLEM}"
@@ -64,9 +73,14 @@ async def kernel(
     handler: Handler, pool: KernelPool, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Kernel]:
     monkeypatch.setenv("OPENROUTER_API_KEY", SECRET)
-    config = SandboxConfig(
-        cell_timeout_s=1.5, memory_limit_mb=512, max_file_size_mb=1, max_open_files=64
-    )
+    async with await Kernel.start(PAYLOAD, handler, CONFIG, pool=pool) as k:
+        yield k
+
+
+@pytest.fixture
+async def short_kernel(handler: Handler, pool: KernelPool) -> AsyncIterator[Kernel]:
+    """For the cells only the clock can stop."""
+    config = replace(CONFIG, cell_timeout_s=SHORT_TIMEOUT_S)
     async with await Kernel.start(PAYLOAD, handler, config, pool=pool) as k:
         yield k
 
@@ -105,8 +119,9 @@ def comm(pid: int) -> str:
         return ""
 
 
-def gone(pids: set[int], wait_s: float = 2.0) -> bool:
-    """Whether all of ``pids`` are dead (zombies count as dead), waiting up to ``wait_s``."""
+def gone(pids: set[int], wait_s: float = 30.0) -> bool:
+    """Whether all of ``pids`` are dead (zombies count as dead), waiting up to ``wait_s`` (a bound
+    only a hang reaches: they are killed when the cell ends, and reaped soon after)."""
     deadline = time.monotonic() + wait_s
     while alive(pids) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -291,26 +306,24 @@ async def test_16_memory_bomb_raises_memory_error(kernel: Kernel) -> None:
     await usable(kernel)
 
 
-async def test_17_infinite_loop_ignoring_signals_is_killed(kernel: Kernel) -> None:
-    r = await kernel.exec(cells.INFINITE_LOOP_IGNORING_SIGNALS)
+async def test_17_infinite_loop_ignoring_signals_is_killed(short_kernel: Kernel) -> None:
+    r = await short_kernel.exec(cells.INFINITE_LOOP_IGNORING_SIGNALS)
     assert (r.error, r.restarted) == ("timeout", True)
-    await usable(kernel)
+    await usable(short_kernel)
 
 
-async def test_18_unbounded_recursion_is_contained(kernel: Kernel) -> None:
-    r = await kernel.exec(cells.RECURSION)
+async def test_18_unbounded_recursion_is_contained(short_kernel: Kernel) -> None:
+    r = await short_kernel.exec(cells.RECURSION)
     assert r.error == "exception" and "RecursionError" in r.output
-    r = await kernel.exec(cells.DEEP_RECURSION)
+    r = await short_kernel.exec(cells.DEEP_RECURSION)
     # Depending on the interpreter: RecursionError, a C-stack crash or the cell timeout.
     assert r.error in ("exception", "crashed", "timeout")
-    await usable(kernel)
+    await usable(short_kernel)
 
 
 async def test_19_printing_a_hundred_million_chars_is_bounded(kernel: Kernel) -> None:
-    t0 = time.perf_counter()
-    r = await kernel.exec(cells.PRINT_FLOOD)
+    r = await kernel.exec(cells.PRINT_FLOOD)  # how long it takes: benchmarks/bench_speed_targets.py
     assert r.error is None
-    assert time.perf_counter() - t0 < 5
     assert len(r.output) < kernel.config.output_limit + 40
     assert r.output.startswith("AAAA") and r.output.endswith("AEND\n") and "chars cut" in r.output
     await usable(kernel)

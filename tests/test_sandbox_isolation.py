@@ -107,6 +107,7 @@ def test_config_limits_for_the_cgroup() -> None:
 # ---------------------------------------------------------------- item 1: never host root
 
 
+@pytest.mark.e2e
 @needs_bwrap
 async def test_cells_never_run_as_host_root_or_with_capabilities(kernel: Kernel) -> None:
     r = await kernel.exec(iso.IDENTITY)
@@ -121,6 +122,7 @@ async def test_cells_never_run_as_host_root_or_with_capabilities(kernel: Kernel)
     await usable(kernel)
 
 
+@pytest.mark.e2e
 @needs_bwrap
 async def test_host_sysctls_cannot_be_written(kernel: Kernel) -> None:
     before = Path("/proc/sys/kernel/core_pattern").read_text()
@@ -139,6 +141,7 @@ async def test_host_sysctls_cannot_be_written(kernel: Kernel) -> None:
 # ---------------------------------------------------------------- item 5: the disk caps
 
 
+@pytest.mark.e2e
 @needs_bwrap
 async def test_root_and_dev_are_read_only_and_tmp_and_shm_are_capped(kernel: Kernel) -> None:
     # 100 MB against a 32 MB /tmp, a 32 MB /dev/shm (min(tmp, 64)), and nothing at / or /dev.
@@ -156,6 +159,7 @@ async def test_root_and_dev_are_read_only_and_tmp_and_shm_are_capped(kernel: Ker
 # ---------------------------------------------------------------- item 4: seccomp
 
 
+@pytest.mark.e2e
 @needs_bwrap
 @needs_seccomp
 @x86_64
@@ -174,6 +178,7 @@ async def test_seccomp_refuses_ptrace_namespaces_keyring_bpf_io_uring(kernel: Ke
     await usable(kernel)
 
 
+@pytest.mark.e2e
 @needs_bwrap
 async def test_cells_cannot_signal_the_sandbox_init(kernel: Kernel) -> None:
     r = await kernel.exec(iso.SIGNAL_PARENT)
@@ -184,27 +189,31 @@ async def test_cells_cannot_signal_the_sandbox_init(kernel: Kernel) -> None:
 # ---------------------------------------------------------------- item 6: leftovers, memory
 
 
+@pytest.mark.e2e
 @needs_bwrap
 async def test_a_daemon_a_cell_leaves_is_stopped_when_the_cell_ends(kernel: Kernel) -> None:
     marker = "drdaemon51c9"
     r = await kernel.exec(iso.daemon(marker))
     assert r.output.startswith("daemonized\n"), r.output
     assert "[deeprepo] stopped 2 process(es) this cell left running" in r.output
-    time.sleep(0.05)
+    deadline = time.monotonic() + 30  # killed when the cell ended; gone soon after, however loaded
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert not _marked(marker)
     await usable(kernel)
 
 
+@pytest.mark.e2e
 @needs_bwrap
-async def test_per_cell_cleanup_is_cheap(kernel: Kernel) -> None:
+async def test_per_cell_cleanup_stops_nothing_when_nothing_was_left(kernel: Kernel) -> None:
+    # Its cost per cell is benchmarks/bench_speed_targets.py's to measure.
     child = kernel._conn.child if kernel._conn else None
     assert child is not None and child.kernel_pid is not None
-    started = time.perf_counter()
     for _ in range(200):
         assert child.stop_leftovers() == 0
-    assert (time.perf_counter() - started) / 200 < 0.002  # well under a millisecond each here
 
 
+@pytest.mark.e2e
 @needs_bwrap
 @needs_cgroup
 async def test_memory_is_limited_for_the_whole_tree(kernel: Kernel) -> None:
@@ -217,6 +226,7 @@ async def test_memory_is_limited_for_the_whole_tree(kernel: Kernel) -> None:
     await usable(kernel)
 
 
+@pytest.mark.e2e
 @needs_bwrap
 @needs_cgroup
 async def test_the_kernel_gets_its_own_cgroup_and_it_goes_at_close(kernel: Kernel) -> None:
@@ -232,6 +242,7 @@ async def test_the_kernel_gets_its_own_cgroup_and_it_goes_at_close(kernel: Kerne
 # ---------------------------------------------------------------- item 12: process mode
 
 
+@pytest.mark.e2e
 async def test_process_mode_keeps_the_parent_and_its_environment_out_of_reach(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -176,6 +176,7 @@ def _sarif(out: Path) -> dict[str, Any]:
     return log
 
 
+@pytest.mark.e2e
 def test_analyze_example_writes_valid_sarif_matching_findings_json(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = run_cli("analyze", str(EXAMPLE), "--out", str(out))
@@ -204,6 +205,7 @@ def test_analyze_example_writes_valid_sarif_matching_findings_json(tmp_path: Pat
     assert prints[0] == prints[1] and len(set(prints[0])) == len(prints[0])
 
 
+@pytest.mark.e2e
 def test_partial_run_is_incomplete_in_sarif_too(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = run_cli("analyze", str(EXAMPLE), "--out", str(out), "--max-sub-calls", "1")
@@ -215,6 +217,7 @@ def test_partial_run_is_incomplete_in_sarif_too(tmp_path: Path) -> None:
     assert metrics["incomplete_reason"] in inv["toolExecutionNotifications"][0]["message"]["text"]
 
 
+@pytest.mark.e2e
 def test_baseline_writes_valid_sarif(loopback: LoopbackServer, tmp_path: Path) -> None:
     reply = json.dumps(
         {
@@ -245,6 +248,7 @@ def test_no_findings_is_still_a_valid_log(n: int) -> None:
     assert log["runs"][0]["results"] == [] and log["runs"][0]["tool"]["driver"]["rules"] == []
 
 
+@pytest.mark.e2e
 def test_failed_baseline_reads_nothing_and_says_so(
     loopback: LoopbackServer, tmp_path: Path
 ) -> None:

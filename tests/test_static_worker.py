@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +57,7 @@ def _matches(finding: dict[str, Any], entry: dict[str, Any], tol: int = TOLERANC
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "entry_id",
     [
@@ -77,6 +77,7 @@ async def test_planted_bug_is_reported_with_an_acceptable_cwe_on_its_line(entry_
     assert hits[0]["severity"] in {"high", "medium"}
 
 
+@pytest.mark.e2e
 async def test_cwes_are_the_precise_ones() -> None:
     expected = {
         "sqli-search-users": ("sql-injection", "CWE-89", "high"),
@@ -101,6 +102,7 @@ async def test_decoy_lines_get_no_finding(entry_id: str) -> None:
     assert on_decoy == []
 
 
+@pytest.mark.e2e
 async def test_whole_repository_has_full_recall_and_no_false_positive() -> None:
     vulnerable = [e for e in GROUND_TRUTH if e["vulnerable"]]
     matched: set[str] = set()
@@ -170,6 +172,7 @@ async def test_slice_cut_mid_statement_is_trimmed_not_dropped() -> None:
     ]
 
 
+@pytest.mark.e2e
 async def test_multi_file_prompt_labels_each_finding_with_its_file() -> None:
     a, b = _entry("md5-password-hash"), _entry("cmdi-admin-ping")
     prompt = file_audit_prompt(a["file"], _source(a["file"])) + file_audit_prompt(
@@ -189,6 +192,7 @@ async def test_free_form_prompt_gets_the_note_and_empty_json() -> None:
     assert completion.usage == Usage()
 
 
+@pytest.mark.e2e
 async def test_every_reply_is_valid_worker_json_with_zero_usage() -> None:
     worker = make_static_worker()
     for path in sorted(p for p in REPO.rglob("*") if p.is_file()):
@@ -240,6 +244,7 @@ def test_unparseable_python_still_gets_the_secret_scan() -> None:
     assert [(f.line, f.cwe, f.tool) for f in findings] == [(2, "CWE-798", "detect-secrets")]
 
 
+@pytest.mark.e2e
 def test_javascript_gets_secrets_and_semgrep_rules() -> None:
     src = 'const stripe = "sk_live_4eC39HqLyjWDarjtT1zdp7dc";\neval(location.hash.slice(1));\n'
     findings = analyze_file("web/app.js", src, start_line=10)
@@ -250,17 +255,14 @@ def test_javascript_gets_secrets_and_semgrep_rules() -> None:
     assert "4eC39HqLyjWDarjtT1zdp7dc" not in json.dumps([f.to_json() for f in findings])
 
 
-async def test_concurrent_batch_is_correct_and_fast() -> None:
+async def test_a_concurrent_batch_gives_every_caller_the_same_findings() -> None:
+    # Its speed (per file, 20 at once) is benchmarks/bench_speed_targets.py's to measure.
     worker = StaticWorker()
     entry = _entry("sqli-search-users")
     prompt = file_audit_prompt(entry["file"], _source(entry["file"]))
-    await worker.complete(_request(prompt))  # warm the analyzers
-    t0 = time.perf_counter()
     replies = await asyncio.gather(*(worker.complete(_request(prompt)) for _ in range(20)))
-    elapsed = time.perf_counter() - t0
     assert {r.text for r in replies} == {replies[0].text}
     assert [f["line"] for f in json.loads(replies[0].text)["findings"]] == [32]
-    assert elapsed / len(replies) < 0.25  # well under a second per file
 
 
 def test_the_static_worker_is_built_from_its_spec() -> None:

@@ -60,6 +60,7 @@ def test_sft_needs_its_section(tmp_path: Path) -> None:
         load_config(_write(tmp_path, "[grpo]\n"), need="sft")
 
 
+@pytest.mark.e2e
 def test_cli_reports_a_bad_config_in_one_line_with_exit_2(tmp_path: Path) -> None:
     proc = run_cli("train", "grpo", str(_write(tmp_path, "[grpo]\nsteps = 0\n")))
     assert proc.returncode == 2

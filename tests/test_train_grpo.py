@@ -30,6 +30,8 @@ from deeprepo.rl.train.policy import ChatFrame, Generated, GenerationQueue, Poli
 from deeprepo.rl.train.tiny import build_tiny_model
 from deeprepo.sandbox.config import SandboxConfig
 
+pytestmark = pytest.mark.e2e
+
 SMOKE = ROOT / "configs" / "smoke.toml"
 
 # A short delegating program, as a policy might write it: every file to the workers in one

@@ -77,6 +77,7 @@ def test_config_refuses_what_trl_would_reject_in_one_line(
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.e2e  # loads TRL's trainer (seconds)
 def test_micro_batching_maps_onto_trl_as_one_generation_per_optimizer_step(
     tmp_path: Path,
 ) -> None:
@@ -253,6 +254,7 @@ def _checkpointing(trainer: Any) -> bool:
 ROWS = [{"prompt": f"task-{i}"} for i in range(4)]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True])
 def test_micro_batches_and_checkpointing_give_the_one_pass_gradient(
@@ -292,6 +294,7 @@ def test_micro_batches_and_checkpointing_give_the_one_pass_gradient(
         assert _close(full_change, change) < 1e-4, label
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_micro_batching_keeps_steps_rollouts_and_group_rewards(
     tiny_path: Path, tmp_path: Path
@@ -402,6 +405,7 @@ def test_generate_vllm_cuts_each_reply_to_its_limit_and_keeps_the_sampled_logpro
         generate_vllm(engine, [[1]], [6], eos_token_id=2)
 
 
+@pytest.mark.e2e
 def test_rollout_function_generates_through_trls_vllm_engine(tiny_path: Path) -> None:
     """use_vllm: the rollout function never touches the model; every reply comes from the
     engine, whose requests are the growing token contexts of each rollout; the fields TRL
@@ -468,6 +472,7 @@ def test_rollout_function_generates_through_trls_vllm_engine(tiny_path: Path) ->
 # ------------------------------------------------------------------------------ the memory
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_memory_benchmark_shows_the_peak_falling_with_micro_batches() -> None:
     """benchmarks/bench_grpo_memory.py, small: 8 rollouts of 64 + 1,024 tokens in one pass vs

@@ -12,6 +12,8 @@ pytest.importorskip("transformers", reason="the train extra is not installed")
 from deeprepo.base import prompts
 from deeprepo.rl.train.tiny import build_tiny_model
 
+pytestmark = pytest.mark.e2e
+
 
 def test_tiny_model_loads_with_auto_classes_and_round_trips_text(tmp_path: Path) -> None:
     import torch

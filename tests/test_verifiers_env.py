@@ -353,6 +353,7 @@ def _env(**env_fields: Any) -> OrchestrationEnv:
     return env
 
 
+@pytest.mark.e2e
 def test_rollout_through_verifiers_matches_the_direct_episode(
     expert_server: LoopbackServer, script_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -403,6 +404,7 @@ def test_rollout_through_verifiers_matches_the_direct_episode(
     ]
 
 
+@pytest.mark.e2e
 def test_a_seat_limit_stops_the_episode_as_a_budget_stop(
     expert_server: LoopbackServer, script_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -422,6 +424,7 @@ def test_a_seat_limit_stops_the_episode_as_a_budget_stop(
     assert len(expert_server.requests_for("openai")) == 1
 
 
+@pytest.mark.e2e
 def test_a_failing_model_endpoint_ends_the_episode_with_an_error(
     expert_server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

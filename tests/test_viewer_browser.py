@@ -21,6 +21,8 @@ from deeprepo.base.textsafe import escape_name
 from deeprepo.report.viewer import write_viewer
 from deeprepo.testing.runfolder import RunSpec, write_run_folder
 
+pytestmark = pytest.mark.e2e
+
 TITLE_PAYLOAD = (
     "</title></script><script>document.title='PWNED'</script>"
     "<img src=x onerror=\"document.title='PWNED';document.body.innerHTML='PWNED'\">"
