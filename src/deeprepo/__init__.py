@@ -99,6 +99,9 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "ERROR_PREFIX",
+    "POLICIES",
+    "ROOT_SYSTEM_PROMPTS",
     "AnalyzeOptions",
     "BaselineOptions",
     "Behaviour",
@@ -113,7 +116,6 @@ __all__ = [
     "ConfigError",
     "CoverageIndex",
     "DeeprepoError",
-    "ERROR_PREFIX",
     "Episode",
     "EpisodeConfig",
     "Finding",
@@ -127,10 +129,8 @@ __all__ = [
     "MissingKeyError",
     "ModelSpec",
     "OpenAICompatModel",
-    "POLICIES",
     "PriceTable",
     "ProviderError",
-    "ROOT_SYSTEM_PROMPTS",
     "RunHandle",
     "RunLimits",
     "RunResult",
@@ -184,15 +184,15 @@ if TYPE_CHECKING:
     from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
     from deeprepo.base.records import Behaviour, RunResult, StopReason, Turn
     from deeprepo.builtin import make_static_worker
-    from deeprepo.builtin.scripted import make_policy, POLICIES
+    from deeprepo.builtin.scripted import POLICIES, make_policy
     from deeprepo.codebase.ignore import IgnoreRules
     from deeprepo.codebase.loader import codebase_from_files, load_codebase
     from deeprepo.codebase.model import Codebase
     from deeprepo.codebase.scope import classify_scope
     from deeprepo.findings.coverage import CoverageIndex
     from deeprepo.findings.grading import (
-        grade,
         GroundTruthEntry,
+        grade,
         load_findings,
         load_ground_truth,
         parse_ground_truth,
@@ -206,7 +206,7 @@ if TYPE_CHECKING:
     from deeprepo.providers.prices import PriceTable
     from deeprepo.providers.spec import ModelSpec, parse_model_spec
     from deeprepo.report.viewer import write_viewer
-    from deeprepo.run.analyze import analyze, AnalyzeOptions, resume, RunHandle
+    from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, resume
     from deeprepo.run.baseline import BaselineOptions, run_baseline
     from deeprepo.run.models import build_model, default_models
     from deeprepo.run.wiring import CallSettings, RunLimits

@@ -17,6 +17,8 @@ import bisect
 import re
 from typing import NamedTuple
 
+from deeprepo.base.pyparse import parse_python
+
 __all__ = ["PyImport", "js_imports", "python_imports"]
 
 
@@ -54,7 +56,7 @@ def python_imports(text: str) -> list[PyImport]:
         return []
     statements = [_statement_at(text, s) for s in starts]
     try:
-        tree = ast.parse("\n".join(statements))
+        tree = parse_python("\n".join(statements))
     except (SyntaxError, ValueError):
         return _parse_whole(text, statements)
     return _collect(tree.body)
@@ -118,13 +120,13 @@ def _outside_type_checking(text: str, starts: list[int]) -> list[int]:
 
 def _parse_whole(text: str, statements: list[str]) -> list[PyImport]:
     try:
-        return _collect(ast.parse(text).body)
+        return _collect(parse_python(text).body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     found: list[PyImport] = []
     for statement in statements:  # a file that does not parse: each statement on its own
         try:
-            found.extend(_collect(ast.parse(statement).body))
+            found.extend(_collect(parse_python(statement).body))
         except (SyntaxError, ValueError):
             continue
     return found

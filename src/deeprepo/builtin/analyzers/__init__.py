@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from deeprepo.base.pyparse import parse_python
 from deeprepo.builtin.analyzers.findings import (
     AnalyzerWarning,
     FileResult,
@@ -123,7 +124,7 @@ def _prose_lines(path: str, text: str, lines: list[str]) -> set[int]:
     out = {n for n, line in enumerate(lines, 1) if line.lstrip().startswith(_COMMENT_PREFIXES)}
     if is_python(path, text):
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except (SyntaxError, ValueError):
             return out
         for node in ast.walk(tree):

@@ -13,7 +13,6 @@ audit.
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from importlib import resources
 from typing import Any
 
 from deeprepo.base.errors import ConfigError
+from deeprepo.base.pyparse import PARSE_LOCK, parse_python
 from deeprepo.builtin.analyzers.findings import (
     SEVERITY_RANK,
     AnalyzerWarning,
@@ -105,7 +105,7 @@ def _parseable_window(text: str) -> tuple[str, int] | None:
     while head < tail:
         window = textwrap.dedent("\n".join(lines[head:tail]))
         try:
-            ast.parse(window)
+            parse_python(window)
         except SyntaxError as exc:
             bad = min(tail - 1, head + max(1, exc.lineno or 1) - 1)
             near_top = bad - head < tail - bad
@@ -143,7 +143,7 @@ def run_bandit(
 
     if whole_file:
         try:
-            ast.parse(text)
+            parse_python(text)
         except SyntaxError as exc:
             return [], [_syntax_warning(exc)]
         except ValueError:  # null bytes
@@ -153,7 +153,7 @@ def run_bandit(
         found = _parseable_window(text)
         if found is None:
             try:
-                ast.parse(textwrap.dedent(text))
+                parse_python(textwrap.dedent(text))
             except SyntaxError as exc:
                 return [], [_syntax_warning(exc)]
             except ValueError:
@@ -169,7 +169,8 @@ def run_bandit(
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(window)
         mgr.discover_files([path])
-        mgr.run_tests()
+        with PARSE_LOCK:  # bandit parses the file itself
+            mgr.run_tests()
         issues = mgr.get_issue_list()
     out = []
     lines = window.split("\n")
