@@ -309,6 +309,7 @@ def test_eval_drives_a_provider_root_over_the_loopback_server(tmp_path: Path) ->
     assert "input_tokens (avg): 3000.000" in result.stdout
 
 
+@pytest.mark.e2e
 def test_eval_max_cost_stops_the_evaluation_on_its_budget(tmp_path: Path) -> None:
     """``--max-cost`` caps the spend of all rollouts together, as analyze's caps one run: the
     calls stop once it is spent (never more than the calls in flight over it), rollouts not
@@ -359,6 +360,7 @@ def test_eval_max_cost_stops_the_evaluation_on_its_budget(tmp_path: Path) -> Non
     assert "stopped: the evaluation's --max-cost ($0.0200) was spent ($0.0220)" in summary
 
 
+@pytest.mark.e2e
 def test_eval_limits_reach_every_rollout(tmp_path: Path) -> None:
     """``--max-sub-calls`` bounds each rollout as it bounds an analysis run."""
     result = CliRunner().invoke(

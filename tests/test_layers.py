@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,6 +48,7 @@ def test_the_checker_sees_an_upward_import_a_circle_and_a_load_by_path(tmp_path:
     assert "deeprepo.sandbox.d:2 loads a module by path" in problems
 
 
+@pytest.mark.e2e
 def test_the_core_runs_an_analysis_without_importing_the_research_stack(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()

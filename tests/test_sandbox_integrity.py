@@ -132,6 +132,7 @@ SEES = (
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_cell_sees_only_the_light_modules_and_a_clean_path(mode: str) -> None:
     async with await start(mode) as k:
@@ -144,6 +145,7 @@ async def test_a_cell_sees_only_the_light_modules_and_a_clean_path(mode: str) ->
         assert lines[3] == "deeprepo.sandbox.child []"
 
 
+@pytest.mark.e2e
 async def test_the_loops_modules_are_in_no_module_a_cell_reaches(kernel: Kernel) -> None:
     r = await kernel.exec(
         "import sys, gc\n"
@@ -167,6 +169,7 @@ async def test_the_loops_modules_are_in_no_module_a_cell_reaches(kernel: Kernel)
 # ---------------------------------------------------------------- planted modules and hooks
 
 
+@pytest.mark.e2e
 async def test_planted_modules_do_not_change_what_the_scaffold_uses(kernel: Kernel) -> None:
     await kernel.exec(_expected())
     r = await kernel.exec(
@@ -187,6 +190,7 @@ async def test_planted_modules_do_not_change_what_the_scaffold_uses(kernel: Kern
     await usable(kernel)
 
 
+@pytest.mark.e2e
 async def test_import_hooks_and_paths_a_cell_plants_never_run_for_the_kernel(
     kernel: Kernel,
 ) -> None:
@@ -313,6 +317,7 @@ CLIMB = (
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(LOOP_ATTACKS))
 async def test_no_cell_code_runs_in_the_loops_thread(name: str, kernel: Kernel) -> None:
     await kernel.exec(_expected())
@@ -325,6 +330,7 @@ async def test_no_cell_code_runs_in_the_loops_thread(name: str, kernel: Kernel) 
     await usable(kernel)
 
 
+@pytest.mark.e2e
 async def test_the_audit_hooks_refusal_shows_nothing_a_cell_can_change(kernel: Kernel) -> None:
     r = await kernel.exec(
         "try:\n    llm_batch.__code__ = (lambda ps, system=None: ['forged']).__code__\n"
@@ -339,6 +345,7 @@ async def test_the_audit_hooks_refusal_shows_nothing_a_cell_can_change(kernel: K
     assert r.output == "[]\nstill refused ['answer:a']\n", r.output
 
 
+@pytest.mark.e2e
 async def test_a_cell_cannot_turn_off_its_runners_restore(kernel: Kernel) -> None:
     await kernel.exec(_expected())
     r = await kernel.exec(
@@ -351,6 +358,7 @@ async def test_a_cell_cannot_turn_off_its_runners_restore(kernel: Kernel) -> Non
     await usable(kernel)
 
 
+@pytest.mark.e2e
 async def test_what_a_cell_leaves_behind_is_freed_only_after_the_next_cell_ran(
     kernel: Kernel,
 ) -> None:
@@ -369,6 +377,7 @@ async def test_what_a_cell_leaves_behind_is_freed_only_after_the_next_cell_ran(
     await usable(kernel)
 
 
+@pytest.mark.e2e
 async def test_a_cell_cannot_patch_the_ast_classes_later_cells_are_parsed_with(
     kernel: Kernel,
 ) -> None:
@@ -384,6 +393,7 @@ async def test_a_cell_cannot_patch_the_ast_classes_later_cells_are_parsed_with(
     await usable(kernel)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "code", ["import sys\nsys.settrace(lambda *a: None)", "import sys\nsys.setprofile(print)"]
 )
