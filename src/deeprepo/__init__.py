@@ -41,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "make_policy": "deeprepo.builtin.scripted",
     "make_static_worker": "deeprepo.builtin",
     "ROOT_SYSTEM_PROMPTS": "deeprepo.base.prompts",
+    "file_audit_prompt": "deeprepo.base.prompts",
+    "StaticWorker": "deeprepo.builtin.static",
     "default_models": "deeprepo.run.models",
     # records
     "RunResult": "deeprepo.base.records",
@@ -95,6 +97,7 @@ _EXPORTS: dict[str, str] = {
     "load_findings": "deeprepo.findings.grading",
     "load_ground_truth": "deeprepo.findings.grading",
     "CoverageIndex": "deeprepo.findings.coverage",
+    "covered_files": "deeprepo.findings.coverage",
     "write_viewer": "deeprepo.report.viewer",
 }
 
@@ -136,6 +139,7 @@ __all__ = [
     "RunResult",
     "SandboxConfig",
     "SandboxError",
+    "StaticWorker",
     "StopReason",
     "SubDispatcher",
     "Turn",
@@ -149,7 +153,9 @@ __all__ = [
     "bwrap_problem",
     "classify_scope",
     "codebase_from_files",
+    "covered_files",
     "default_models",
+    "file_audit_prompt",
     "grade",
     "load_codebase",
     "load_findings",
@@ -181,15 +187,16 @@ if TYPE_CHECKING:
     )
     from deeprepo.base.finding import Finding
     from deeprepo.base.jsonl import read_objects, record_lines
-    from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
+    from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS, file_audit_prompt
     from deeprepo.base.records import Behaviour, RunResult, StopReason, Turn
     from deeprepo.builtin import make_static_worker
     from deeprepo.builtin.scripted import POLICIES, make_policy
+    from deeprepo.builtin.static import StaticWorker
     from deeprepo.codebase.ignore import IgnoreRules
     from deeprepo.codebase.loader import codebase_from_files, load_codebase
     from deeprepo.codebase.model import Codebase
     from deeprepo.codebase.scope import classify_scope
-    from deeprepo.findings.coverage import CoverageIndex
+    from deeprepo.findings.coverage import CoverageIndex, covered_files
     from deeprepo.findings.grading import (
         GroundTruthEntry,
         grade,
