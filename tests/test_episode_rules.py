@@ -9,6 +9,7 @@ kernel.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from deeprepo.base import prompts
 from deeprepo.base.chat import ChatRequest, Completion, Usage
+from deeprepo.base.errors import BudgetExceeded, ProviderError, SandboxError
 from deeprepo.base.records import RunResult
 from deeprepo.builtin import make_static_worker
 from deeprepo.cli import exits
@@ -239,3 +242,234 @@ async def test_a_turns_tokens_are_the_roots_own(
         for t in r.turns
     ]
     assert tokens == [(100, 10, 7, 3), (100, 10, 7, 3)]  # the worker's tokens are not the root's
+
+
+# ------------------------------------------------------------------ how a run stops
+
+
+class Failing:
+    """A root that replies with ``replies`` in order, then raises ``error``."""
+
+    name = "test/failing"
+
+    def __init__(self, error: BaseException, replies: Sequence[str] = ()) -> None:
+        self.error = error
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        if len(self.requests) > len(self.replies):
+            raise self.error
+        return Completion(self.replies[len(self.requests) - 1], Usage(1, 1), model=self.name)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def episode(
+    monkeypatch: pytest.MonkeyPatch,
+    cb: Codebase,
+    root: Any,
+    script: Mapping[str, Cell],
+    **kw: Any,
+) -> Episode:
+    kernel = type("Kernel", (ScriptedKernel,), {"script": dict(script)})
+    monkeypatch.setattr(episode_module, "Kernel", kernel)
+    ledger = kw.pop("ledger", None)
+    ledger = Ledger() if ledger is None else ledger  # an empty Ledger is falsy (len 0)
+    sub = MeteredModel(make_static_worker(), "sub", ledger, PriceTable.load())
+    config = EpisodeConfig(**kw.pop("config", {}))
+    return Episode(cb, root=root, dispatcher=SubDispatcher(sub), ledger=ledger, config=config, **kw)
+
+
+SCRIPT = {"x": Cell(output="ran"), "answer": Cell(answer="# Report")}
+
+
+@pytest.mark.parametrize(
+    ("error", "reason", "detail"),
+    [
+        (BudgetExceeded("cost limit $1 reached", kind="cost"), "budget", "cost limit $1 reached"),
+        (BudgetExceeded("past --timeout 9", kind="timeout"), "timeout", "past --timeout 9"),
+        (ProviderError("HTTP 500"), "error", "root model failed: HTTP 500"),
+    ],
+)
+async def test_a_root_failure_stops_the_run_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    error: BaseException,
+    reason: str,
+    detail: str,
+) -> None:
+    """A budget, the timeout or a failed root call ends the run at once, named as such; the
+    turns before it are kept and the report is salvaged."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    r = await episode(monkeypatch, cb, Failing(error, [code("x")]), SCRIPT).run()
+    assert (r.stop_reason, r.stop_detail, r.num_turns) == (reason, detail, 1)
+    assert r.incomplete and r.answer.startswith("# Incomplete report")
+    assert f"({reason}: {detail})" in r.answer
+    assert detail in r.incomplete_reason
+
+
+async def test_a_sandbox_failure_stops_the_run_as_an_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The kernel failing for good ends the run as an error, exit 1."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+
+    class Broken(ScriptedKernel):
+        async def exec(self, code: str) -> ExecResult:
+            raise SandboxError("the child died")
+
+    monkeypatch.setattr(episode_module, "Kernel", Broken)
+    ledger = Ledger()
+    sub = MeteredModel(make_static_worker(), "sub", ledger, PriceTable.load())
+    root = Replies([code("x")])
+    r = await Episode(cb, root=root, dispatcher=SubDispatcher(sub), ledger=ledger).run()
+    assert (r.stop_reason, r.stop_detail) == ("error", "sandbox failed: the child died")
+    assert r.incomplete and exits.for_result(r) == exits.ERROR
+
+
+async def test_ctrl_c_ends_the_run_as_interrupted_when_asked_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With catch_interrupt, a cancelled run ends as interrupted (exit 130) with what it has;
+    without, the cancellation propagates."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    root = Failing(asyncio.CancelledError(), [code("x")])
+    ep = episode(monkeypatch, cb, root, SCRIPT, config={"catch_interrupt": True})
+    r = await ep.run()
+    assert (r.stop_reason, r.stop_detail) == (
+        "interrupted",
+        "interrupted by the user (Ctrl-C or SIGTERM)",
+    )
+    assert r.num_turns == 1 and exits.for_result(r) == exits.INTERRUPTED
+    root = Failing(asyncio.CancelledError(), [code("x")])
+    with pytest.raises(asyncio.CancelledError):
+        await episode(monkeypatch, cb, root, SCRIPT).run()
+
+
+async def test_max_turns_then_one_final_turn_with_a_note(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """After max_turns without an answer the root gets one final turn, told so in the same
+    user message; with no answer then, the run stops on max_turns."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    root = Replies([code("x")])
+    r = await episode(monkeypatch, cb, root, SCRIPT, config={"max_turns": 2}).run()
+    assert (r.stop_reason, r.num_turns) == ("max_turns", 3)
+    assert r.stop_detail == "no answer after 2 turns and the final turn"
+    assert [t.final_turn for t in r.turns] == [False, False, True]
+    last = root.requests[-1].messages
+    assert [m.role for m in last] == ["user", "assistant", "user", "assistant", "user"]
+    assert last[-1].content.endswith("\n\n" + prompts.FINAL_TURN_NOTE)
+    assert last[-1].content.startswith(r.turns[1].output)
+    assert prompts.FINAL_TURN_NOTE not in root.requests[-2].messages[-1].content
+
+
+async def test_the_final_turn_can_still_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An answer set on the final turn counts: the run is complete."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    root = Replies([code("x"), code("answer")])
+    r = await episode(monkeypatch, cb, root, SCRIPT, config={"max_turns": 1}).run()
+    assert (r.stop_reason, r.stop_detail, r.answer, r.num_turns) == (
+        "answer_ready",
+        "",
+        "# Report",
+        2,
+    )
+    assert r.complete
+
+
+async def test_the_episode_timeout_stops_before_the_next_turn(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Once timeout_s has passed on the episode's clock, no new turn starts."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    now = [100.0]
+
+    def clock() -> float:
+        now[0] += 2.0
+        return now[0]
+
+    ep = episode(monkeypatch, cb, Replies([code("x")]), SCRIPT, config={"timeout_s": 5})
+    ep.clock = clock
+    r = await ep.run()
+    assert (r.stop_reason, r.stop_detail) == ("timeout", "episode ran past 5s")
+    assert r.num_turns == 1 and r.wall_seconds > 0
+
+
+async def test_a_run_reports_its_turns_as_events(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each turn sends turn_start and turn_end (with the findings and worker calls so far),
+    worker calls send sub_calls, and on_turn gets every turn."""
+    cb = codebase(tmp_path, {"app.py": APP})
+    script = {"send": Cell(prompts=(f"Audit app.py:\n{APP}",)), "answer": Cell(answer="# R")}
+    events: list[tuple[str, dict[str, Any]]] = []
+    turns: list[int] = []
+    ep = episode(
+        monkeypatch,
+        cb,
+        Replies([code("send"), code("answer")]),
+        script,
+        on_event=lambda kind, data: events.append((kind, data)),
+        on_turn=lambda t: turns.append(t.index),
+    )
+    await ep.run()
+    assert events == [
+        ("turn_start", {"turn": 1, "max_turns": 20}),
+        ("sub_calls", {"count": 1}),
+        ("turn_end", {"turn": 1, "findings": 0, "sub_calls": 1}),
+        ("turn_start", {"turn": 2, "max_turns": 20}),
+        ("turn_end", {"turn": 2, "findings": 0, "sub_calls": 1}),
+    ]
+    assert turns == [1, 2]
+
+
+async def test_a_resumed_run_replays_its_turns_without_reporting_them_again(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Replayed turns rerun their code but are not asked of the root nor given to on_turn."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    first = await episode(monkeypatch, cb, Replies([code("x"), code("answer")]), SCRIPT).run()
+    root = Replies([code("answer")])
+    events: list[str] = []
+    turns: list[int] = []
+    ep = episode(
+        monkeypatch,
+        cb,
+        root,
+        SCRIPT,
+        replay=first.turns[:1],
+        on_event=lambda kind, data: events.append(f"{kind}:{data.get('turn')}"),
+        on_turn=lambda t: turns.append(t.index),
+    )
+    r = await ep.run()
+    assert r.answer == "# Report" and r.num_turns == 2 and len(root.requests) == 1
+    assert "turn_replayed:1" in events and turns == [2]
+    assert ep.replay_mismatches == []
+
+
+async def test_the_result_records_what_ran_and_what_it_cost(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The result names the models, the sandbox, the prompts and their batches, the usage
+    rows and cost from the ledger, the opening conversation and how the root worked."""
+    cb = codebase(tmp_path, {"app.py": APP})
+    script = {"send": Cell(prompts=(f"Audit app.py:\n{APP}",)), "answer": Cell(answer="# R")}
+    ledger = Ledger()
+    root = MeteredModel(Replies([code("send"), code("answer")]), "root", ledger, PriceTable.load())
+    ep = episode(monkeypatch, cb, root, script, ledger=ledger, config={"audit_scopes": {"source"}})
+    r = await ep.run()
+    assert (r.root_model, r.sub_model, r.sandbox_mode) == ("test/replies", "static", "scripted")
+    assert r.sent_prompts == [f"Audit app.py:\n{APP}"] and r.batch_sizes == [1]
+    assert (r.sub_calls, r.sub_calls_refused, r.sub_calls_failed) == (1, 0, 0)
+    assert r.audit_scopes == ["source"] and r.coverable_files == 1
+    assert [(u["role"], u["calls"]) for u in r.usage] == [("root", 2), ("sub", 1)]
+    assert r.total_cost_usd == ledger.total_cost()
+    assert (r.system_prompt, r.first_message) == ep.opening()
+    assert r.behaviour is not None and r.behaviour.llm_batch_calls == 1
+    assert r.stop_detail == "" and r.wall_seconds >= 0

@@ -87,14 +87,15 @@ def test_the_json_summary_holds_rows_totals_and_unpriced_calls() -> None:
     ledger = Ledger()
     ledger.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=0.5))
     ledger.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=None))
+    ledger.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=None))
     data = json.loads(ledger.to_json(indent=2))
-    row = UsageRow("sub", "w", calls=2, input_tokens=2, output_tokens=4, cost_usd=None)
+    row = UsageRow("sub", "w", calls=3, input_tokens=3, output_tokens=6, cost_usd=None)
     assert data == {
         "rows": [row.to_dict()],
         "total_cost_usd": None,
         "known_cost_usd": 0.5,
-        "unpriced_calls": 1,
-        "sub_calls": 2,
+        "unpriced_calls": 2,
+        "sub_calls": 3,
     }
     assert ledger.to_json(indent=2).startswith('{\n  "rows"')
     assert "\n" not in ledger.to_json()

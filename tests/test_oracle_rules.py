@@ -1,0 +1,118 @@
+"""The rules by which the oracle worker decides what a prompt showed (rl/env/oracle.py): a
+bug is reported only where its line sits in order among its neighbours, and a file that
+shares only boilerplate with a prompt was not shown. One rule per test (docs/testing.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from deeprepo.rl.env.oracle import OracleWorker
+
+ASK = "Audit this code for security bugs; answer in JSON."
+
+
+def module(name: str, n: int = 60) -> str:
+    return "\n".join(
+        f"    value_{name}_{k} = handle_request(item_{k}, mode={k})" for k in range(1, n + 1)
+    )
+
+
+def bug(file: str, start: int = 30, end: int = 31) -> dict[str, Any]:
+    return {
+        "id": f"{file}:{start}", "file": file, "start_line": start, "end_line": end,
+        "cwe": "CWE-89", "kind": "sql-injection", "severity": "high",
+    }  # fmt: skip
+
+
+def worker(codebase: dict[str, str], gt: list[dict[str, Any]]) -> OracleWorker:
+    return OracleWorker(gt, miss_rate=0.0, false_rate=0.0, codebase=codebase)
+
+
+def show(text: str, numbers: list[int | str]) -> str:
+    """A prompt holding the file lines ``numbers`` (1-based) in that order; a string stands
+    for a line of instruction text in between."""
+    lines = text.split("\n")
+    body = [n if isinstance(n, str) else lines[n - 1] for n in numbers]
+    return ASK + "\n" + "\n".join(body)
+
+
+CODE = {"svc/a.py": module("a")}
+GT = [bug("svc/a.py")]
+
+
+def found(
+    prompt: str, codebase: dict[str, str] = CODE, gt: list[dict[str, Any]] = GT
+) -> list[tuple[str, int]]:
+    return [(f["file"], f["line"]) for f in worker(codebase, gt).findings(prompt)]
+
+
+def test_a_bug_shown_in_order_with_its_neighbours_is_reported() -> None:
+    """The bug's lines with their neighbours in file order: reported."""
+    assert found(show(CODE["svc/a.py"], list(range(26, 36)))) == [("svc/a.py", 30)]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        [26, 27, 28, 29, 31, 30, 32, 33, 34, 35],  # the bug's two lines swapped
+        [26, 27, 28, 29, 32, 33, 34, 35, 30, 31],  # the bug's lines moved below the rest
+        [30, 31, 26, 27, 28, 29, 32, 33, 34, 35],  # ... or above it
+    ],
+)
+def test_a_bug_whose_lines_are_out_of_order_is_not_located(order: list[int]) -> None:
+    """Reordered lines (even partly) are not the code as written: nothing is reported."""
+    assert found(show(CODE["svc/a.py"], order)) == []
+
+
+def test_neighbours_swapped_among_themselves_still_locate_the_bug() -> None:
+    """Only the order around the bug's line matters: two neighbours swapped on one side of
+    it, each still close by on its own side, leave it located."""
+    assert found(show(CODE["svc/a.py"], [26, 27, 29, 28, 30, 31, 32, 33, 34, 35])) == [
+        ("svc/a.py", 30)
+    ]
+
+
+@pytest.mark.parametrize(("gap", "reported"), [(3, True), (4, False)])
+def test_up_to_three_lines_may_come_between_a_line_and_its_neighbours(
+    gap: int, reported: bool
+) -> None:
+    """A few lines of commentary between the bug and its neighbour are fine; more cut the
+    bug off from its context."""
+    order: list[int | str] = [26, 27, 28, 29, *(["# note"] * gap), 30, 31, 32, 33, 34, 35]
+    assert found(show(CODE["svc/a.py"], order)) == ([("svc/a.py", 30)] if reported else [])
+
+
+@pytest.mark.parametrize(("shown", "reported"), [(5, True), (4, False)])
+def test_a_file_is_shown_by_five_of_its_lines(shown: int, reported: bool) -> None:
+    """A long file shares a line or two of boilerplate with many prompts: it counts as shown
+    from five of its non-trivial lines on."""
+    lines = list(range(28, 28 + shown)) if shown == 5 else [29, 30, 31, 32]
+    assert found(show(CODE["svc/a.py"], lines)) == ([("svc/a.py", 30)] if reported else [])
+
+
+@pytest.mark.parametrize(("shown", "reported"), [(3, True), (2, False)])
+def test_a_short_file_is_shown_by_half_of_its_lines(shown: int, reported: bool) -> None:
+    """A file of six non-trivial lines counts as shown from three of them."""
+    code = {"svc/s.py": module("s", 6)}
+    gt = [bug("svc/s.py", 3, 3)]
+    lines = [2, 3, 4] if shown == 3 else [3, 4]
+    assert found(show(code["svc/s.py"], lines), code, gt) == ([("svc/s.py", 3)] if reported else [])
+
+
+def test_a_one_line_file_is_shown_by_its_line() -> None:
+    """A file with one non-trivial line is shown when that line is."""
+    code = {"svc/one.py": "x = 1\n    value_one = handle_request(item, mode=1)\n"}
+    gt = [bug("svc/one.py", 2, 2)]
+    assert found(show(code["svc/one.py"], [2]), code, gt) == [("svc/one.py", 2)]
+
+
+@pytest.mark.parametrize(("copies", "reported"), [(8, 8), (9, 0)])
+def test_a_line_found_in_more_than_eight_places_anchors_nothing(copies: int, reported: int) -> None:
+    """Code repeated across many files is boilerplate: a line found in more than eight places
+    shows no file."""
+    text = module("same")
+    code = {f"svc/m{i}.py": text for i in range(copies)}
+    gt = [bug(path) for path in code]
+    assert len(found(show(text, list(range(26, 36))), code, gt)) == reported
