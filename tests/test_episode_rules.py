@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ class Cell:
     answer: str | None = None  # set_answer(answer) when not None
     prompts: tuple[str, ...] = ()
     findings: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    calls: tuple[LlmCall, ...] | None = None  # default: one llm_batch of the prompts
 
 
 class ScriptedKernel:
@@ -79,7 +80,9 @@ class ScriptedKernel:
             lost_variables=[],
             llm_calls=len(cell.prompts),
             seconds=0.0,
-            calls=(LlmCall("batch", len(cell.prompts)),) if cell.prompts else (),
+            calls=cell.calls
+            if cell.calls is not None
+            else ((LlmCall("batch", len(cell.prompts)),) if cell.prompts else ()),
         )
 
     async def close(self) -> None:
@@ -193,6 +196,7 @@ async def test_an_answer_with_a_file_never_sent_is_incomplete(
         (("killed", "timeout"), "killed"),
         (("crashed", "killed"), "crashed"),  # as bad: the first one stays
         (("exception", "odd"), "exception"),  # an unknown error ranks as an exception
+        (("odd", "exception"), "odd"),  # ... whichever came first
         (("odd", "syntax"), "syntax"),
     ],
 )
@@ -473,3 +477,162 @@ async def test_the_result_records_what_ran_and_what_it_cost(
     assert (r.system_prompt, r.first_message) == ep.opening()
     assert r.behaviour is not None and r.behaviour.llm_batch_calls == 1
     assert r.stop_detail == "" and r.wall_seconds >= 0
+
+
+# ------------------------------------------------------------------ what one turn does
+
+
+async def test_the_root_sees_the_conversation_in_turns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each request carries the opening message, then each reply and what it produced, as
+    alternating assistant and user messages, with the configured request settings."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    root = Replies([code("x"), code("answer")])
+    config = {"max_root_tokens": 777, "temperature": 0.25, "cache_root_prompt": False}
+    ep = episode(monkeypatch, cb, root, SCRIPT, config=config)
+    r = await ep.run()
+    system, first = ep.opening()
+    one, two = root.requests
+    assert [(m.role, m.content) for m in one.messages] == [("user", first)]
+    assert [(m.role, m.content) for m in two.messages] == [
+        ("user", first),
+        ("assistant", code("x")),
+        ("user", r.turns[0].output),
+    ]
+    assert (two.system, two.max_tokens, two.temperature, two.cache_prompt) == (
+        system,
+        777,
+        0.25,
+        False,
+    )
+    assert r.turns[0].output.startswith("ran") and r.turns[0].reply == code("x")
+    assert r.turns[0].code_blocks == ["x"] and not r.turns[0].answer_ready
+    assert r.turns[1].answer_ready and r.turns[1].index == 2
+
+
+async def test_a_reply_without_code_is_told_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A reply with no code block runs nothing and the root is told how to write one."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    r = await episode(monkeypatch, cb, Replies(["just prose", code("answer")]), SCRIPT).run()
+    assert r.turns[0].code_blocks == [] and r.turns[0].output.startswith(prompts.NO_CODE_NOTE)
+
+
+async def test_a_turn_counts_its_worker_calls_by_kind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A turn records the prompts its blocks asked of workers, its llm_query calls and the
+    size of each llm_batch call, over all its blocks."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    calls_a = (LlmCall("query", 1), LlmCall("batch", 3), LlmCall("query", 1))
+    script = {
+        "a": Cell(prompts=("p1", "p2", "p3", "p4", "p5"), calls=calls_a),
+        "b": Cell(prompts=("p6", "p7"), calls=(LlmCall("batch", 2),)),
+        "answer": Cell(answer="# R"),
+    }
+    r = await episode(monkeypatch, cb, Replies([code("a", "b"), code("answer")]), script).run()
+    t = r.turns[0]
+    assert (t.sub_calls, t.llm_query_calls, t.llm_batch_sizes) == (7, 2, [3, 2])
+    assert r.batch_sizes == [5, 2] and r.sub_calls == 7
+
+
+async def test_findings_are_kept_with_their_scope_and_bad_ones_dropped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A turn keeps each valid finding, with the scope of its file; one without a file is
+    dropped."""
+    cb = codebase(tmp_path, {"app.py": APP, "tests/test_app.py": "def test_x():\n    pass\n"})
+    good = {"file": "tests/test_app.py", "line": 1, "kind": "k", "severity": "low", "title": "t"}
+    script = {"f": Cell(findings=(good, {"line": 3})), "answer": Cell(answer="# R")}
+    r = await episode(monkeypatch, cb, Replies([code("f"), code("answer")]), script).run()
+    (f,) = r.findings
+    assert (f.file, f.scope) == ("tests/test_app.py", "test")
+    assert r.turns[0].findings_added == 1
+
+
+def _many(n: int, start: int = 1) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {"file": "app.py", "line": i, "kind": f"k{i}", "severity": "low", "title": "t"}
+        for i in range(start, start + n)
+    )
+
+
+async def test_a_turn_keeps_at_most_its_share_of_findings_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past the per-turn or per-run cap, a turn's extra findings are dropped and the root is
+    told how many and why; exactly the cap is kept whole."""
+    cb = codebase(tmp_path, {"app.py": APP})
+    script = {"two": Cell(findings=_many(2)), "three": Cell(findings=_many(3, 10))}
+    script["answer"] = Cell(answer="# R")
+    config = {"max_findings_per_turn": 2, "max_findings_per_run": 3}
+    root = Replies([code("two"), code("three"), code("answer")])
+    r = await episode(monkeypatch, cb, root, script, config=config).run()
+    assert [t.findings_added for t in r.turns] == [2, 1, 0]
+    assert "dropped" not in r.turns[0].output
+    assert (
+        "[deeprepo] 2 of the 3 findings recorded this turn were dropped: a run keeps at most "
+        "2 a turn and 3 in all. Record fewer, merged findings."
+    ) in r.turns[1].output
+    assert len(r.findings) == 3
+
+
+async def test_the_last_turns_are_counted_down(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """From countdown_from turns left, each output ends with how many remain; not on the last
+    counted turn's successor, nor once the answer is set."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    config = {"max_turns": 5, "countdown_from": 3}
+    r = await episode(monkeypatch, cb, Replies([code("x")]), SCRIPT, config=config).run()
+    tails = [t.output.removeprefix("ran") for t in r.turns]
+    assert tails == [
+        "",
+        "\n" + prompts.turn_countdown(3),
+        "\n" + prompts.turn_countdown(2),
+        "\n" + prompts.turn_countdown(1),
+        "",
+        "",
+    ]
+    answered = await episode(
+        monkeypatch, cb, Replies([code("answer")]), SCRIPT, config={"max_turns": 2}
+    ).run()
+    assert answered.turns[0].output == "[no output]"
+
+
+@pytest.mark.parametrize(("size", "cut"), [(4 * 8192, False), (4 * 8192 + 1, True)])
+async def test_a_turns_output_is_cut_to_four_times_the_sandbox_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, size: int, cut: bool
+) -> None:
+    """What one turn adds to the conversation is cut in the middle past 4x the sandbox's
+    output limit (or max_turn_output_chars)."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    script = {"big": Cell(output="a" * size), "answer": Cell(answer="# R")}
+    r = await episode(monkeypatch, cb, Replies([code("big"), code("answer")]), script).run()
+    assert (r.turns[0].output == "a" * size) is not cut
+    small = await episode(
+        monkeypatch, cb, Replies([code("big"), code("answer")]), script,
+        config={"max_turn_output_chars": 100},
+    ).run()  # fmt: skip
+    assert small.turns[0].output.startswith("a" * 50) and small.turns[0].output.endswith("a" * 50)
+    assert len(small.turns[0].output) < 200
+
+
+async def test_a_replayed_turn_keeps_its_recorded_output(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """On resume the conversation goes on from what the root was shown before; a rerun that
+    prints something else is noted as a mismatch, and the call counts come from the rerun."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    script = {"x": Cell(output="now", prompts=("p",), calls=(LlmCall("query", 1),))}
+    script["answer"] = Cell(answer="# R")
+    first = await episode(monkeypatch, cb, Replies([code("x"), code("answer")]), script).run()
+    recorded = replace(first.turns[0], output="then", llm_query_calls=0)
+    root = Replies([code("answer")])
+    ep = episode(monkeypatch, cb, root, script, replay=[recorded])
+    r = await ep.run()
+    assert ep.replay_mismatches == [1]
+    assert root.requests[0].messages[-1].content == "then"
+    assert r.turns[0].output == "then" and r.turns[0].llm_query_calls == 1

@@ -116,3 +116,49 @@ def test_a_line_found_in_more_than_eight_places_anchors_nothing(copies: int, rep
     code = {f"svc/m{i}.py": text for i in range(copies)}
     gt = [bug(path) for path in code]
     assert len(found(show(text, list(range(26, 36))), code, gt)) == reported
+
+
+GT30 = [bug("svc/a.py", 30, 30)]
+
+
+def test_only_two_neighbours_on_each_side_must_be_in_order() -> None:
+    """The third line before or after the bug's may be anywhere: only the two nearest
+    non-trivial lines on each side are its context."""
+    before = [26, 28, 29, 30, 31, 32, 33, 34, 27]
+    after = [33, 26, 27, 28, 29, 30, 31, 32, 34]
+    assert found(show(CODE["svc/a.py"], before), gt=GT30) == [("svc/a.py", 30)]
+    assert found(show(CODE["svc/a.py"], after), gt=GT30) == [("svc/a.py", 30)]
+
+
+def test_the_first_line_of_a_file_is_a_neighbour_too() -> None:
+    """A bug on line 2 needs line 1 before it when line 1 is shown."""
+    gt = [bug("svc/a.py", 2, 2)]
+    assert found(show(CODE["svc/a.py"], [1, 2, 3, 4, 5]), gt=gt) == [("svc/a.py", 2)]
+    assert found(show(CODE["svc/a.py"], [2, 3, 4, 5, 1]), gt=gt) == []
+
+
+def test_a_gap_after_the_bug_line_counts_like_one_before_it() -> None:
+    """Up to three lines may come between the bug's line and the next one, as before it."""
+    order: list[int | str] = [26, 27, 28, 29, 30, "# a", "# b", "# c", 31, 32, 33, 34]
+    assert found(show(CODE["svc/a.py"], order), gt=GT30) == [("svc/a.py", 30)]
+
+
+def test_a_bug_on_a_line_of_exactly_eight_characters_is_located() -> None:
+    """Lines of eight characters are code worth anchoring on, like longer ones."""
+    lines = CODE["svc/a.py"].split("\n")
+    lines[29] = "run(q);x"  # 8 characters
+    code = {"svc/a.py": "\n".join(lines)}
+    assert found(show(code["svc/a.py"], list(range(26, 36))), code, GT30) == [("svc/a.py", 30)]
+
+
+def test_a_neighbour_six_lines_away_is_still_context() -> None:
+    """Non-trivial lines up to six lines away (blank or short lines between) are neighbours:
+    out of order, they hide the bug."""
+    lines = CODE["svc/a.py"].split("\n")
+    for k in range(24, 29):  # lines 25-29 become trivial: line 24 is 6 above the bug
+        lines[k] = "pass"
+    code = {"svc/a.py": "\n".join(lines)}
+    in_order = [23, 24, 30, 31, 32, 33]
+    assert found(show(code["svc/a.py"], in_order), code, GT30) == [("svc/a.py", 30)]
+    moved = [23, 30, 31, 32, 33, 24]
+    assert found(show(code["svc/a.py"], moved), code, GT30) == []

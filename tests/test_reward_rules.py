@@ -9,12 +9,21 @@ from typing import Any
 
 import pytest
 
+from deeprepo.base.errors import ConfigError
 from deeprepo.base.finding import Finding
 from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.findings.grading import parse_ground_truth
-from deeprepo.rl.env.reward import DispatchStats, RewardWeights, compute_reward, grounded_entries
+from deeprepo.rl.env.reward import (
+    DispatchStats,
+    RewardWeights,
+    compute_reward,
+    dispatch_stats,
+    grounded_entries,
+    reply_items,
+    source_files,
+)
 
 
 def module(name: str, n: int = 40) -> str:
@@ -137,3 +146,142 @@ def test_redundancy_of_nothing_sent_is_zero() -> None:
     stats = DispatchStats(frozenset(), 0, 0, 0, 0, 0)
     assert stats.redundancy == 0.0
     assert replace(stats, prompts=2, duplicate_prompts=1).redundancy == 0.5
+
+
+# ------------------------------------------------------------------ the weights
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"beta": 0.0}, "reward 'beta' and 'files_per_turn' must be > 0"),
+        ({"files_per_turn": 0.0}, "reward 'beta' and 'files_per_turn' must be > 0"),
+        ({"coverage_threshold": 0.0}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
+        ({"coverage_threshold": 1.5}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
+        ({"min_fraction": 0.0}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
+        ({"min_fraction": 1.5}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
+        ({"grounding_floor": 1.5}, "reward 'grounding_floor' must be in [0, 1]"),
+        ({"quality": -0.1}, "reward weight 'quality' must be a number >= 0, got -0.1"),
+        ({"quality": True}, "reward weight 'quality' must be a number >= 0, got True"),
+    ],
+)  # fmt: skip
+def test_weights_out_of_range_are_refused_saying_which(kw: dict[str, Any], message: str) -> None:
+    """A weight outside its range is a configuration error naming it and its range."""
+    with pytest.raises(ConfigError) as e:
+        RewardWeights(**kw)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"beta": 0.01}, {"files_per_turn": 0.5}, {"coverage_threshold": 1.0},
+        {"min_fraction": 1.0}, {"grounding_floor": 1.0}, {"grounding_floor": 0.0}, {"quality": 0},
+    ],
+)  # fmt: skip
+def test_weights_at_the_edge_of_their_range_are_accepted(kw: dict[str, Any]) -> None:
+    """The edges of each range are valid values."""
+    assert RewardWeights(**kw).to_dict()[next(iter(kw))] == next(iter(kw.values()))
+
+
+def test_weights_from_a_mapping_name_unknown_keys_and_keep_tolerance_whole() -> None:
+    """from_dict refuses unknown keys listing them and the valid ones; tolerance is a whole
+    number of lines, the rest floats."""
+    with pytest.raises(ConfigError) as e:
+        RewardWeights.from_dict({"zeta": 1, "alpha": 2})
+    assert str(e.value).startswith("unknown reward weight(s): alpha, zeta; valid keys: quality, ")
+    w = RewardWeights.from_dict({"tolerance": "3", "quality": "0.5"})
+    assert w.tolerance == 3 and isinstance(w.tolerance, int) and w.quality == 0.5
+
+
+# ------------------------------------------------------------------ what counts as source
+
+
+def test_lock_files_at_any_depth_are_not_source_and_truth_files_always_are() -> None:
+    """Lock files are not code to audit wherever they sit; a file the ground truth names is,
+    whatever its kind, and one it names that the repository lacks is not."""
+    files = {"a/b/package-lock.json": "{}\n", "a/b/app.json": "{}\n", "conf/.env": "KEY=1\n"}
+    gt = parse_ground_truth([{"file": "conf/.env", "line": 1}, {"file": "gone.py", "line": 1}])
+    assert source_files(files, gt) == {"a/b/app.json", "conf/.env"}
+
+
+# ------------------------------------------------------------------ what a worker reply names
+
+
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        ('{"findings": [{"file": "./a.py", "line": 3}, {"line": "7-9"}]}', [("a.py", 3), (None, 7)]),
+        ('[{"file": "a.py", "start_line": 4}, "junk", {"line": "x"}]', [("a.py", 4)]),
+        ('{"file": "a.py", "line": 5}', [("a.py", 5)]),
+        ('{"summary": "nothing"}', []),
+        ('Found: ```json\n[{"line": 6}]\n``` and {"line": 1}', [(None, 6)]),
+        ('Prose [first] then {"findings": [{"line": 8}]}', [(None, 8)]),
+        ('{"findings": [{"line": 2}]} and a list [1]', [(None, 2)]),
+        ('[{"line": 3}] then {"findings": [{"line": 9}]}', [(None, 3), (None, 9)]),  # no JSON
+        ("See line 12 and lines: 14; not {broken", [(None, 12), (None, 14)]),
+        ('{"findings": {"line": 1}}', [(None, 1)]),  # findings not a list: the mentions
+        ("no numbers here", []),
+    ],
+)  # fmt: skip
+def test_reply_items_read_json_first_then_line_mentions(
+    reply: str, items: list[tuple[str | None, int]]
+) -> None:
+    """A reply's findings come from its JSON (plain, fenced or in prose; an object or a list,
+    whichever opens first), else from every "line N" it mentions."""
+    assert reply_items(reply) == items
+
+
+# ------------------------------------------------------------------ the details
+
+
+def test_the_details_explain_the_reward() -> None:
+    """details carries the raw counts behind each part, by name."""
+    run = result(TRUE[:1], AUDIT, [turn(1, input_tokens=10)])
+    run = replace(run, batch_sizes=[1, 1])
+    r = compute_reward(run, GT, FILES, replies=[(AUDIT[0], '{"line": 21}')])
+    d = r.details
+    assert (d["precision"], d["recall"], d["f1"], d["tp"], d["fp"], d["fn"]) == (
+        1.0, 0.5, 2 / 3, 1.0, 0.0, 1.0,
+    )  # fmt: skip
+    assert (d["grounded_tp"], d["replies_recorded"], d["targeted_prompts"]) == (1.0, 1.0, 0.0)
+    assert (d["content_prompts"], d["batch_share"], d["source_files"], d["files_covered"]) == (
+        2.0, 0.0, 2.0, 2.0,
+    )  # fmt: skip
+    assert d["turn_budget"] == 6.0 + 2 / 50
+    chars = sum(map(len, FILES.values()))
+    assert d["root_token_budget"] == 30_000 + 0.5 * chars / 4
+    assert compute_reward(run, GT, FILES).details["replies_recorded"] == 0.0
+
+
+def test_a_run_with_nothing_to_read_and_nothing_done() -> None:
+    """No source files: coverage is 1; no worker request: no batch share; no prompt: no
+    content share; no turn: no turn score; a finding on './a.py' is on a.py, not a ghost."""
+    files = {"README.md": "# docs\n"}
+    findings = [Finding("./README.md", 1, 1, "k", None, "low", "t")]
+    r = compute_reward(result(findings, [], []), [], files)
+    assert r.parts["coverage_reward"] == 1.0 and r.parts["delegation_reward"] == 0.0
+    assert r.details["batch_share"] == 0.0 and r.parts["ghost_findings_penalty"] == 0.0
+    assert r.parts["efficiency_reward"] == 0.5  # the token score alone: no turn was taken
+
+
+def test_a_run_exactly_on_its_budget_is_fully_efficient() -> None:
+    """Using exactly the turn budget scores the turns in full."""
+    files = {"README.md": "# docs\n"}
+    turns = [turn(i) for i in range(1, 7)]  # the budget: 6 turns + 0 files / 50
+    r = compute_reward(result([], [], turns), [], files)
+    assert r.parts["efficiency_reward"] == 1.0
+
+
+def test_a_reply_naming_a_file_without_bugs_grounds_nothing() -> None:
+    """A worker naming a file the ground truth has no entry in grounds no bug."""
+    entries = parse_ground_truth(GT)
+    replies = [("prompt", '{"file": "app/other.py", "line": 21}')]
+    assert grounded_entries(replies, entries, CoverageIndex(FILES), tolerance=3) == set()
+
+
+def test_dispatch_stats_count_distinct_lines_once_per_run() -> None:
+    """distinct_lines counts each file-unique line once however often it was sent."""
+    stats = dispatch_stats(FILES, [AUDIT[0], AUDIT[0], AUDIT[1]])
+    assert stats.distinct_lines == 80 and stats.duplicate_prompts == 1
+    assert stats.covered == frozenset(FILES) and stats.content_prompts == 3
