@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -26,12 +26,13 @@ from deeprepo.cli import exits
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
 from deeprepo.orchestrator import episode as episode_module
-from deeprepo.orchestrator.episode import Episode, EpisodeConfig
+from deeprepo.orchestrator.episode import Episode, EpisodeConfig, metadata_summary
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
+from deeprepo.sandbox import SandboxConfig
 from deeprepo.sandbox.kernel import ExecResult, LlmCall
 
 F = "```"
@@ -48,13 +49,16 @@ class Cell:
     prompts: tuple[str, ...] = ()
     findings: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     calls: tuple[LlmCall, ...] | None = None  # default: one llm_batch of the prompts
+    system: str | None = None  # the system prompt the cell gives its worker prompts
+    draft: str | None = None  # answer content written without set_answer (not ready)
 
 
 class ScriptedKernel:
     """The kernel's interface (``start``, ``exec``, ``close``, ``mode``) over a script."""
 
     mode = "scripted"
-    script: Mapping[str, Cell] = {}
+    script: ClassVar[Mapping[str, Cell]] = {}
+    started: ClassVar[dict[str, Any]] = {}  # what Kernel.start was given, for the tests
 
     def __init__(self, handler: Any) -> None:
         self.handler = handler
@@ -62,14 +66,17 @@ class ScriptedKernel:
 
     @classmethod
     async def start(cls, payload: dict[str, Any], handler: Any, *a: Any, **kw: Any) -> Any:
+        cls.started = {"payload": payload, "args": a, **kw}
         return cls(handler)
 
     async def exec(self, code: str) -> ExecResult:
         cell = self.script[code]
         if cell.prompts:
-            await self.handler(list(cell.prompts), None)
+            await self.handler(list(cell.prompts), cell.system)
         if cell.answer is not None:
             self.answer = {"content": cell.answer, "ready": True}
+        if cell.draft is not None:
+            self.answer = {"content": cell.draft, "ready": False}
         return ExecResult(
             output=cell.output,
             error=cell.error,
@@ -636,3 +643,176 @@ async def test_a_replayed_turn_keeps_its_recorded_output(
     assert ep.replay_mismatches == [1]
     assert root.requests[0].messages[-1].content == "then"
     assert r.turns[0].output == "then" and r.turns[0].llm_query_calls == 1
+
+
+# ------------------------------------------------------------------ how a run starts and ends
+
+
+class Recorder:
+    """A worker that records each request and answers with no finding, or fails."""
+
+    name = "test/recorder"
+    concurrency = 3
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        if self.fail:
+            raise ProviderError("worker exploded")
+        return Completion('{"findings": []}', Usage(1, 1), model=self.name)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_the_kernel_gets_the_codebase_the_audit_set_and_the_worker_plan(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The REPL starts with the codebase, the audit set and scopes, the worker's model and
+    parallelism, the architecture, the sandbox settings, the warm pool and the sub-calls
+    left."""
+    cb = codebase(tmp_path, {"app.py": APP, "README.md": "# docs\n"})
+    kernel = type("Kernel", (ScriptedKernel,), {"script": SCRIPT})
+    monkeypatch.setattr(episode_module, "Kernel", kernel)
+    ledger = Ledger()
+    sub = MeteredModel(Recorder(), "sub", ledger, PriceTable.load(), concurrency=3)
+    pool = object()
+    sandbox = SandboxConfig(cell_timeout_s=7)
+    ep = Episode(
+        cb, root=Replies([code("answer")]), dispatcher=SubDispatcher(sub), ledger=ledger,
+        sandbox=sandbox, pool=pool,  # type: ignore[arg-type]
+    )  # fmt: skip
+    assert ep.pool is pool
+    await ep.run()
+    started = kernel.started
+    meta = started["payload"]["metadata"]
+    assert meta["audit_files"] == ["app.py"] == ep.audit_paths
+    assert meta["audit_scopes"] == sorted(EpisodeConfig().audit_scopes)
+    assert meta["workers"] == {"model": "test/recorder", "parallel": 3}
+    assert "modules" in meta["architecture"] or meta["architecture"]
+    assert started["payload"]["codebase"]["app.py"] == APP
+    assert started["args"] == (sandbox,) and started["pool"] is pool
+    assert started["capacity"] == ep.dispatcher.sub_calls_left
+
+
+async def test_the_opening_is_the_prompt_the_summary_and_the_task(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The root is opened with the configured system prompt and a first message holding the
+    task and the repository summary over the audited scopes."""
+    cb = codebase(tmp_path, {"app.py": APP, "tests/test_app.py": "def test_x():\n    pass\n"})
+    config = {"prompt": "exhaustive", "task": "Find the SQL bugs.", "audit_scopes": {"source"}}
+    ep = episode(monkeypatch, cb, Replies([code("answer")]), SCRIPT, config=config)
+    system, first = ep.opening()
+    assert system == prompts.ROOT_SYSTEM_PROMPTS["exhaustive"]
+    summary = metadata_summary(cb, frozenset({"source"}))
+    assert first == prompts.first_user_message(summary, "Find the SQL bugs.")
+    assert first.startswith("Find the SQL bugs.") and "- to audit: 1 files (scopes source)" in first
+    with pytest.raises(ValueError, match=r"^unknown prompt 'nope'$"):
+        episode(monkeypatch, cb, Replies([]), SCRIPT, config={"prompt": "nope"})
+
+
+async def test_a_cells_system_prompt_reaches_the_worker(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """llm_query(prompt, system=...) sends that system prompt to the worker."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    worker = Recorder()
+    script = {"ask": Cell(prompts=("p",), system="Be brief."), "answer": Cell(answer="# R")}
+    kernel = type("Kernel", (ScriptedKernel,), {"script": script})
+    monkeypatch.setattr(episode_module, "Kernel", kernel)
+    ledger = Ledger()
+    sub = MeteredModel(worker, "sub", ledger, PriceTable.load())
+    root = Replies([code("ask"), code("answer")])
+    await Episode(cb, root=root, dispatcher=SubDispatcher(sub), ledger=ledger).run()
+    assert [r.system for r in worker.requests] == ["Be brief."]
+
+
+async def test_refused_and_failed_worker_calls_are_the_reason_a_run_is_incomplete(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Prompts a budget refused and calls that failed are counted and named as the reason
+    the files they carried were not audited."""
+    cb = codebase(tmp_path, {"app.py": APP})
+    script = {"send": Cell(prompts=(f"A:\n{APP}", f"B:\n{APP}")), "answer": Cell(answer="# R")}
+    kernel = type("Kernel", (ScriptedKernel,), {"script": script})
+    monkeypatch.setattr(episode_module, "Kernel", kernel)
+    for fail, budget, counts, reason in [
+        (False, 0, (0, 2, 0), "2 worker prompts refused by the sub-calls budget"),
+        (True, None, (0, 0, 2), "2 worker calls failed; first: "),
+    ]:
+        ledger = Ledger()
+        limits = Budget(ledger=ledger, max_sub_calls=budget)
+        sub = MeteredModel(Recorder(fail), "sub", ledger, PriceTable.load(), budget=limits)
+        root = Replies([code("send"), code("answer")])
+        r = await Episode(cb, root=root, dispatcher=SubDispatcher(sub), ledger=ledger).run()
+        assert (r.sub_calls, r.sub_calls_refused, r.sub_calls_failed) == counts
+        assert r.incomplete_reason.startswith(reason) and r.unaudited == ["app.py"]
+        assert exits.for_result(r) == (exits.INCOMPLETE if budget == 0 else exits.ERROR)
+
+
+async def test_a_draft_answer_is_kept_in_the_salvaged_report(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Answer text written without set_answer is not an answer, but the salvaged report
+    keeps it as the root's partial answer; a run stopped before any draft has none."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    script = {"draft": Cell(draft="half a report")}
+    r = await episode(
+        monkeypatch, cb, Replies([code("draft")]), script, config={"max_turns": 1}
+    ).run()
+    assert r.incomplete and "## Partial answer from the root\n\nhalf a report" in r.answer
+    error = ProviderError("down")
+    r = await episode(monkeypatch, cb, Failing(error), script).run()
+    assert r.num_turns == 0 and "Partial answer" not in r.answer
+
+
+async def test_the_timeout_counts_from_the_start_inclusive(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A run that has used exactly timeout_s starts no new turn."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    now = [0.0]
+
+    class Slow(Replies):
+        async def complete(self, request: ChatRequest) -> Completion:
+            now[0] += 5.0
+            return await super().complete(request)
+
+    ep = episode(monkeypatch, cb, Slow([code("x")]), SCRIPT, config={"timeout_s": 5})
+    ep.clock = lambda: now[0]
+    r = await ep.run()
+    assert (r.stop_reason, r.num_turns, r.wall_seconds) == ("timeout", 1, 5.0)
+
+
+async def test_a_real_cancellation_is_absorbed_once_caught(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With catch_interrupt, a cancelled task's run ends as interrupted and the task is no
+    longer marked as being cancelled (later awaits, closing the kernel, run normally)."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    waiting = asyncio.Event()
+
+    class Hanging(Replies):
+        async def complete(self, request: ChatRequest) -> Completion:
+            if len(self.requests) >= 1:
+                waiting.set()
+                await asyncio.sleep(60)
+            return await super().complete(request)
+
+    ep = episode(monkeypatch, cb, Hanging([code("x")]), SCRIPT, config={"catch_interrupt": True})
+
+    async def body() -> tuple[RunResult, int]:
+        result = await ep.run()
+        task = asyncio.current_task()
+        assert task is not None
+        return result, task.cancelling()
+
+    task = asyncio.create_task(body())
+    await waiting.wait()
+    task.cancel()
+    r, cancelling = await task
+    assert r.stop_reason == "interrupted" and r.num_turns == 1 and cancelling == 0
