@@ -285,3 +285,51 @@ def test_dispatch_stats_count_distinct_lines_once_per_run() -> None:
     stats = dispatch_stats(FILES, [AUDIT[0], AUDIT[0], AUDIT[1]])
     assert stats.distinct_lines == 80 and stats.duplicate_prompts == 1
     assert stats.covered == frozenset(FILES) and stats.content_prompts == 3
+
+
+def head(text: str, n: int) -> str:
+    return "\n".join(text.split("\n")[:n])
+
+
+SMALL, BIG, HALF = module("s", 10), module("g", 200), module("h", 100)
+SIZES = {"app/a.py": FILES["app/a.py"], "s.py": SMALL, "g.py": BIG, "h.py": HALF}
+
+
+@pytest.mark.parametrize(
+    ("prompt", "content"),
+    [
+        (head(FILES["app/a.py"], 30), 1),  # 30 lines of code: content, though no whole file
+        (head(FILES["app/a.py"], 29), 0),
+        (head(SMALL, 9), 1),  # 9 of a 10-line file: the file is covered
+        (head(SMALL, 8), 0),
+    ],
+)
+def test_a_prompt_carries_content_from_30_lines_or_a_covered_file(
+    prompt: str, content: int
+) -> None:
+    """A prompt carries file content when it holds 30 codebase lines or covers a file
+    (nine tenths of it)."""
+    assert dispatch_stats(SIZES, [prompt]).content_prompts == content
+
+
+@pytest.mark.parametrize(("lines", "targeted"), [(60, True), (61, False)])
+def test_a_re_query_of_at_most_60_lines_is_targeted(lines: int, targeted: bool) -> None:
+    """After a file was sent, re-sending up to 60 of its lines (under half of it) is a
+    targeted check, not a repeat; 61 lines are a blind repeat."""
+    stats = dispatch_stats(SIZES, [BIG, "Check this:\n" + head(BIG, lines)])
+    assert stats.targeted_prompts == int(targeted)
+    assert stats.repeated_lines == (0 if targeted else lines)
+
+
+@pytest.mark.parametrize(("lines", "targeted"), [(49, True), (50, False)])
+def test_a_re_query_of_half_a_file_is_a_repeat(lines: int, targeted: bool) -> None:
+    """A re-query must show under half of the file it checks: half is a repeat."""
+    stats = dispatch_stats(SIZES, [HALF, "Check this:\n" + head(HALF, lines)])
+    assert stats.targeted_prompts == int(targeted)
+
+
+@pytest.mark.parametrize(("lines", "content"), [(4, 1), (5, 2)])
+def test_a_targeted_check_of_five_lines_carries_content(lines: int, content: int) -> None:
+    """A targeted check carrying five lines of the code or more counts as a content prompt."""
+    stats = dispatch_stats(SIZES, [BIG, "Check this:\n" + head(BIG, lines)])
+    assert (stats.targeted_prompts, stats.content_prompts) == (1, content)
