@@ -333,3 +333,36 @@ def test_a_targeted_check_of_five_lines_carries_content(lines: int, content: int
     """A targeted check carrying five lines of the code or more counts as a content prompt."""
     stats = dispatch_stats(SIZES, [BIG, "Check this:\n" + head(BIG, lines)])
     assert (stats.targeted_prompts, stats.content_prompts) == (1, content)
+
+
+def test_the_weights_set_coverage_and_the_grading_and_grounding_tolerance() -> None:
+    """min_fraction decides when a file counts as covered; tolerance how far a finding or a
+    worker's line may be from a bug."""
+    halves = [head(t, 20) for t in FILES.values()]
+    loose = RewardWeights(min_fraction=0.5, tolerance=2)
+    run = result(TRUE, halves, [turn(1)])
+    assert compute_reward(run, GT, FILES, loose).parts["coverage_reward"] == 1.0
+    assert compute_reward(run, GT, FILES).parts["coverage_reward"] == 0.0
+    assert dispatch_stats(FILES, halves, min_fraction=0.5).covered == frozenset(FILES)
+    off = [replace(f, start_line=26, end_line=26) for f in TRUE]  # 4 lines past the bugs
+    assert compute_reward(result(off, AUDIT, [turn(1)]), GT, FILES, loose).details["tp"] == 0
+    assert compute_reward(result(off, AUDIT, [turn(1)]), GT, FILES).details["tp"] == 2
+    replies = [(AUDIT[0], '{"line": 26}'), (AUDIT[1], '{"line": 26}')]
+    exact = result(TRUE, AUDIT, [turn(1)])
+    assert compute_reward(exact, GT, FILES, loose, replies=replies).details["grounded_tp"] == 0
+    assert compute_reward(exact, GT, FILES, replies=replies).details["grounded_tp"] == 2
+
+
+def test_a_file_the_ground_truth_names_must_be_covered_too() -> None:
+    """A bug in a file that is not code (a .env) puts that file in the coverage share."""
+    files = {"app/a.py": FILES["app/a.py"], "conf/.env": "SECRET_KEY=hunter2-very-secret\n"}
+    gt = [{"file": "conf/.env", "start_line": 1, "cwe": "CWE-798"}]
+    run = result([], [file_audit_prompt("app/a.py", files["app/a.py"])], [turn(1)])
+    assert compute_reward(run, gt, files).parts["coverage_reward"] == 0.5
+
+
+def test_ground_truth_may_mix_entries_and_mappings() -> None:
+    """The ground truth may be given as parsed entries, mappings, or both."""
+    mixed: list[Any] = [parse_ground_truth(GT)[0], GT[1]]
+    r = compute_reward(result(TRUE, AUDIT, [turn(1)]), mixed, FILES)
+    assert r.details["tp"] == 2 and r.details["fn"] == 0
