@@ -24,7 +24,7 @@ from deeprepo.base.records import RunResult
 from deeprepo.builtin import make_static_worker
 from deeprepo.cli import exits
 from deeprepo.codebase.loader import load_codebase
-from deeprepo.codebase.model import Codebase
+from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
 from deeprepo.orchestrator import episode as episode_module
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, metadata_summary
 from deeprepo.providers.budget import Budget
@@ -816,3 +816,43 @@ async def test_a_real_cancellation_is_absorbed_once_caught(
     task.cancel()
     r, cancelling = await task
     assert r.stop_reason == "interrupted" and r.num_turns == 1 and cancelling == 0
+
+
+def test_the_summary_tells_the_root_what_the_repository_holds() -> None:
+    """The first message's overview: root and revision, sizes, the top 8 languages, the 5
+    largest files, the first 10 source entry points (tests and examples left out), what was
+    skipped, the scopes, and how many files of which scopes must be audited."""
+    md = CodebaseMetadata(
+        root="repo", files=1234, chars=1_234_567, lines=12_345,
+        languages={f"L{i}": 20 - i for i in range(9)},
+        largest_files=[(f"big{i}.py", 9000 - i) for i in range(6)],
+        entry_points=["tests/main.py", *(f"app{i}.py" for i in range(12))],
+        skipped=[SkippedFile("blob.bin", "binary")], revision="abc123",
+        scopes={"source": 1000, "docs": 234},
+    )  # fmt: skip
+    cb = Codebase(
+        files={"README.md": "# hi\n", "conf.yaml": "a: 1\n", "empty.py": " \n"},
+        file_tree="", metadata=md,
+        scopes={"README.md": "docs", "conf.yaml": "config", "empty.py": "source"},
+    )  # fmt: skip
+    langs = ", ".join(f"L{i} ({20 - i})" for i in range(8))
+    largest = ", ".join(f"big{i}.py ({9000 - i:,} chars)" for i in range(5))
+    entries = ", ".join(f"app{i}.py" for i in range(10))
+    assert metadata_summary(cb, frozenset({"config", "source"})).split("\n")[:8] == [
+        "- root: repo @ abc123",
+        "- 1,234 files, 12,345 lines, 1,234,567 chars",
+        f"- languages: {langs}",
+        f"- largest: {largest}",
+        f"- entry points: {entries} (+2 more)",
+        "- skipped: 1 files (binary, oversized, ignored); see metadata['skipped']",
+        "- scopes: source (1,000), docs (234)",
+        "- to audit: 1 files (scopes config, source); the list is metadata['audit_files']",
+    ]
+    bare = Codebase(files={}, file_tree="", metadata=CodebaseMetadata("r", 0, 0, 0, {}, [], []))
+    assert metadata_summary(bare).split("\n")[:5] == [
+        "- root: r",
+        "- 0 files, 0 lines, 0 chars",
+        "- languages: unknown",
+        "- largest: ",
+        "- entry points: none found",
+    ]
