@@ -162,3 +162,17 @@ def test_a_neighbour_six_lines_away_is_still_context() -> None:
     assert found(show(code["svc/a.py"], in_order), code, GT30) == [("svc/a.py", 30)]
     moved = [23, 30, 31, 32, 33, 24]
     assert found(show(code["svc/a.py"], moved), code, GT30) == []
+
+
+def test_file_blocks_without_a_codebase_are_read_by_their_path_and_lines() -> None:
+    """With no codebase, ``<file path=… lines=…>`` blocks say which file and lines a prompt
+    shows (a leading ./ ignored); the text outside the blocks is the instruction, so code
+    that says "check" does not make a translation request an audit."""
+    gt = [bug("svc/a.py", 30, 30)]
+    w = OracleWorker(gt, miss_rate=0.0, false_rate=0.0, off_task_rate=0.0)
+    body = "\n".join(f"    value_{k} = check_request(item_{k}, mode={k})" for k in range(26, 35))
+    for path in ("svc/a.py", "./svc/a.py"):
+        prompt = f'Audit this.\n<file path="{path}" lines="26-34">\n{body}\n</file>'
+        assert [(f["file"], f["line"]) for f in w.findings(prompt)] == [("svc/a.py", 30)]
+    translate = f'<file path="svc/a.py" lines="26-34">\n{body}\n</file>\nTranslate this to Go.'
+    assert w.findings(translate) == []
