@@ -856,3 +856,43 @@ def test_the_summary_tells_the_root_what_the_repository_holds() -> None:
         "- largest: ",
         "- entry points: none found",
     ]
+
+
+class Priced(Replies):
+    """A root billed at a known price ($1 per million input tokens)."""
+
+    @property
+    def name(self) -> str:
+        return "anthropic/claude-haiku-4-5"
+
+
+async def test_a_turn_costs_what_the_root_spent_on_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each turn records the root's dollars for that turn (not the workers'); unknown when
+    the root's price is."""
+    cb = codebase(tmp_path, {"app.py": APP})
+    script = {"send": Cell(prompts=(f"Audit app.py:\n{APP}",)), "answer": Cell(answer="# R")}
+    replies = [code("send"), code("answer")]
+    for root, costs in [
+        (Priced(replies, Usage(1_000_000, 0)), [1.0, 1.0]),
+        (Replies(replies, Usage(1_000_000, 0)), [None, None]),
+    ]:
+        ledger = Ledger()
+        metered = MeteredModel(root, "root", ledger, PriceTable.load())
+        ep = episode(monkeypatch, cb, metered, script, ledger=ledger)
+        r = await ep.run()
+        assert [t.cost_usd for t in r.turns] == costs
+        assert [t.input_tokens for t in r.turns] == [1_000_000, 1_000_000]
+
+
+async def test_memory_addresses_are_masked_in_what_the_root_sees(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A default repr's address changes on every run: the root sees 0x… instead, so a rerun
+    asks the same and hits the response cache."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    out = "<Thing object at 0x7f3a2b4c5d60>, at 0x12>, <B at 0xABCD>  \n"
+    script = {"x": Cell(output=out), "answer": Cell(answer="# R")}
+    r = await episode(monkeypatch, cb, Replies([code("x"), code("answer")]), script).run()
+    assert r.turns[0].output == "<Thing object at 0x…>, at 0x12>, <B at 0x…>"
