@@ -514,6 +514,9 @@ async def test_the_root_sees_the_conversation_in_turns(
         False,
     )
     assert r.turns[0].output.startswith("ran") and r.turns[0].reply == code("x")
+    plain = Replies([code("answer")])
+    await episode(monkeypatch, cb, plain, SCRIPT).run()
+    assert plain.requests[0].cache_prompt is True and plain.requests[0].temperature is None
     assert r.turns[0].code_blocks == ["x"] and not r.turns[0].answer_ready
     assert r.turns[1].answer_ready and r.turns[1].index == 2
 
@@ -525,6 +528,11 @@ async def test_a_reply_without_code_is_told_so(
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
     r = await episode(monkeypatch, cb, Replies(["just prose", code("answer")]), SCRIPT).run()
     assert r.turns[0].code_blocks == [] and r.turns[0].output.startswith(prompts.NO_CODE_NOTE)
+    assert (r.num_turns, r.answer, r.stop_reason) == (2, "# Report", "answer_ready")
+    prose = await episode(
+        monkeypatch, cb, Replies(["prose"]), SCRIPT, config={"max_turns": 1}
+    ).run()
+    assert prose.incomplete and "Partial answer" not in prose.answer
 
 
 async def test_a_turn_counts_its_worker_calls_by_kind(
@@ -573,11 +581,11 @@ async def test_a_turn_keeps_at_most_its_share_of_findings_and_says_so(
     told how many and why; exactly the cap is kept whole."""
     cb = codebase(tmp_path, {"app.py": APP})
     script = {"two": Cell(findings=_many(2)), "three": Cell(findings=_many(3, 10))}
-    script["answer"] = Cell(answer="# R")
+    script["answer"] = Cell(answer="# R", findings=_many(1, 20))
     config = {"max_findings_per_turn": 2, "max_findings_per_run": 3}
     root = Replies([code("two"), code("three"), code("answer")])
     r = await episode(monkeypatch, cb, root, script, config=config).run()
-    assert [t.findings_added for t in r.turns] == [2, 1, 0]
+    assert [t.findings_added for t in r.turns] == [2, 1, 0]  # the run's cap reached: none
     assert "dropped" not in r.turns[0].output
     assert (
         "[deeprepo] 2 of the 3 findings recorded this turn were dropped: a run keeps at most "
@@ -594,14 +602,13 @@ async def test_the_last_turns_are_counted_down(
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
     config = {"max_turns": 5, "countdown_from": 3}
     r = await episode(monkeypatch, cb, Replies([code("x")]), SCRIPT, config=config).run()
-    tails = [t.output.removeprefix("ran") for t in r.turns]
-    assert tails == [
-        "",
-        "\n" + prompts.turn_countdown(3),
-        "\n" + prompts.turn_countdown(2),
-        "\n" + prompts.turn_countdown(1),
-        "",
-        "",
+    assert [t.output for t in r.turns] == [
+        "ran",
+        "ran\n" + prompts.turn_countdown(3),
+        "ran\n" + prompts.turn_countdown(2),
+        "ran\n" + prompts.turn_countdown(1),
+        "ran",
+        "ran",
     ]
     answered = await episode(
         monkeypatch, cb, Replies([code("answer")]), SCRIPT, config={"max_turns": 2}
@@ -630,19 +637,32 @@ async def test_a_turns_output_is_cut_to_four_times_the_sandbox_limit(
 async def test_a_replayed_turn_keeps_its_recorded_output(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """On resume the conversation goes on from what the root was shown before; a rerun that
-    prints something else is noted as a mismatch, and the call counts come from the rerun."""
+    """On resume each replayed turn is its own record, in order: the conversation goes on
+    from what the root was shown before (a rerun that prints something else is noted as a
+    mismatch), and the call counts come from the rerun."""
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
-    script = {"x": Cell(output="now", prompts=("p",), calls=(LlmCall("query", 1),))}
+    calls = (LlmCall("query", 1), LlmCall("batch", 2))
+    script = {"x": Cell(output="now", prompts=("p", "q", "r"), calls=calls)}
+    script["y"] = Cell(output="later")
     script["answer"] = Cell(answer="# R")
-    first = await episode(monkeypatch, cb, Replies([code("x"), code("answer")]), script).run()
-    recorded = replace(first.turns[0], output="then", llm_query_calls=0)
+    replies = [code("x"), code("y"), code("answer")]
+    first = await episode(monkeypatch, cb, Replies(replies), script).run()
+    recorded = [
+        replace(first.turns[0], output="then", llm_query_calls=0, llm_batch_sizes=[]),
+        first.turns[1],
+    ]
     root = Replies([code("answer")])
-    ep = episode(monkeypatch, cb, root, script, replay=[recorded])
+    ep = episode(monkeypatch, cb, root, script, replay=recorded)
     r = await ep.run()
     assert ep.replay_mismatches == [1]
-    assert root.requests[0].messages[-1].content == "then"
-    assert r.turns[0].output == "then" and r.turns[0].llm_query_calls == 1
+    assert [(m.role, m.content) for m in root.requests[0].messages[1:]] == [
+        ("assistant", code("x")),
+        ("user", "then"),
+        ("assistant", code("y")),
+        ("user", "later"),
+    ]
+    assert [t.output for t in r.turns] == ["then", "later", "[no output]"]
+    assert (r.turns[0].llm_query_calls, r.turns[0].llm_batch_sizes) == (1, [2])
 
 
 # ------------------------------------------------------------------ how a run starts and ends
@@ -775,7 +795,7 @@ async def test_the_timeout_counts_from_the_start_inclusive(
 ) -> None:
     """A run that has used exactly timeout_s starts no new turn."""
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
-    now = [0.0]
+    now = [100.0]
 
     class Slow(Replies):
         async def complete(self, request: ChatRequest) -> Completion:
@@ -786,6 +806,7 @@ async def test_the_timeout_counts_from_the_start_inclusive(
     ep.clock = lambda: now[0]
     r = await ep.run()
     assert (r.stop_reason, r.num_turns, r.wall_seconds) == ("timeout", 1, 5.0)
+    assert r.turns[0].seconds == 5.0
 
 
 async def test_a_real_cancellation_is_absorbed_once_caught(
@@ -883,6 +904,7 @@ async def test_a_turn_costs_what_the_root_spent_on_it(
         ep = episode(monkeypatch, cb, metered, script, ledger=ledger)
         r = await ep.run()
         assert [t.cost_usd for t in r.turns] == costs
+        assert r.total_cost_usd == (None if costs[0] is None else 2.0)  # the worker is free
         assert [t.input_tokens for t in r.turns] == [1_000_000, 1_000_000]
 
 
