@@ -58,6 +58,7 @@ def test_a_leftover_nearer_the_credited_bug_repeats_it() -> None:
     s = grade([finding(10), finding(14)], gt)
     (u,) = s.unmatched
     assert (u.finding.start_line, u.reason, s.decoys_hit) == (14, "duplicate", 0)
+    assert u.entry is not None and u.entry.id == "bug"
 
 
 def test_the_exact_cwe_breaks_a_tie_in_distance() -> None:
@@ -154,6 +155,7 @@ def test_an_entry_with_a_known_kind_matches_its_family_only() -> None:
     gt = parse_ground_truth([entry(10, "k", cwe=None, kind="sql-injection")])
     assert grade([finding(10, cwe="CWE-89")], gt).tp == 1
     assert grade([finding(10, cwe=None, kind="sqli")], gt).tp == 1
+    assert not grade([finding(10, cwe=None, kind="sqli")], gt).matches[0].exact_cwe
     assert grade([finding(10, cwe="CWE-79")], gt).tp == 0
     assert grade([finding(10, cwe=None, kind="xss")], gt).tp == 0
     assert grade([finding(10, cwe=None, kind="no-such-kind")], gt).tp == 0
@@ -264,3 +266,68 @@ def test_a_finding_with_only_a_kind_is_counted_under_its_family() -> None:
     gt = parse_ground_truth([entry(10, "bug")])
     s = grade([finding(90, cwe=None, kind="sqli")], gt)
     assert {f.family: (f.tp, f.fp, f.fn) for f in s.per_family} == {"sql-injection": (0, 1, 1)}
+
+
+def test_a_finding_overlapping_a_bug_is_at_distance_zero() -> None:
+    """Overlapping ranges are 0 lines apart, whichever starts first."""
+    gt = parse_ground_truth([entry(20, "bug", end_line=24)])
+    for line in (20, 22, 24):
+        assert grade([finding(line)], gt).matches[0].distance == 0
+
+
+def test_every_bug_of_the_file_is_a_candidate_not_only_the_first() -> None:
+    """A finding far from the file's first bug is still matched to a later one near it."""
+    gt = parse_ground_truth([entry(100, "far"), entry(10, "near")])
+    s = grade([finding(10)], gt)
+    assert [m.entry.id for m in s.matches] == ["near"]
+
+
+def test_pairs_are_taken_nearest_first_before_any_reshuffle() -> None:
+    """Two findings and two bugs: each finding is credited to the nearer bug it can have,
+    not to whichever an augmenting search reached first."""
+    gt = parse_ground_truth([entry(12, "x"), entry(16, "y")])
+    s = grade([finding(10), finding(14)], gt)
+    assert sorted((m.finding.start_line, m.entry.id, m.distance) for m in s.matches) == [
+        (10, "x", 2),
+        (14, "y", 2),
+    ]
+
+
+def test_distinct_decoys_hit_are_counted() -> None:
+    """decoys_hit counts the distinct decoys findings fell for."""
+    gt = parse_ground_truth([entry(10, "d1", vulnerable=False), entry(50, "d2", vulnerable=False)])
+    assert grade([finding(10), finding(50)], gt).decoys_hit == 2
+    assert grade([finding(10), finding(11)], gt).decoys_hit == 1
+
+
+def test_per_family_counts_add_up_and_use_the_entrys_kind() -> None:
+    """Per family: every true positive, false positive and miss is counted; an entry with
+    no CWE is counted under its kind's family."""
+    gt = parse_ground_truth(
+        [
+            entry(10, "a", cwe=None, kind="sqli"),
+            entry(40, "b", cwe=None, kind="sqli"),
+            entry(70, "c", cwe=None, kind="sqli"),
+            entry(100, "d", cwe=None, kind="sqli"),
+        ]
+    )
+    far = [finding(500, cwe="CWE-89"), finding(600, cwe="CWE-89")]
+    s = grade([finding(10), finding(40), *far], gt)
+    assert {f.family: (f.tp, f.fp, f.fn) for f in s.per_family} == {"sql-injection": (2, 2, 2)}
+
+
+def test_vulnerable_may_be_written_as_text() -> None:
+    """'vulnerable' given as text: true, yes and 1 (any case) mean a bug, anything else a
+    decoy; booleans stay as they are."""
+    values = ["true", " Yes", "1", "TRUE", "no", "0", "false", True, False]
+    gt = parse_ground_truth([{"file": "a.py", "line": i + 1, "vulnerable": v}
+                             for i, v in enumerate(values)])  # fmt: skip
+    assert [e.vulnerable for e in gt] == [True, True, True, True, False, False, False, True, False]
+
+
+def test_errors_name_the_default_source() -> None:
+    """Without a source name the errors say 'ground truth' and 'findings'."""
+    with pytest.raises(UsageError, match=r"^ground truth: expected a JSON list"):
+        parse_ground_truth(3)
+    with pytest.raises(UsageError, match=r"^findings: expected a JSON list"):
+        parse_findings("x")
