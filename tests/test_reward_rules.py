@@ -366,3 +366,51 @@ def test_ground_truth_may_mix_entries_and_mappings() -> None:
     mixed: list[Any] = [parse_ground_truth(GT)[0], GT[1]]
     r = compute_reward(result(TRUE, AUDIT, [turn(1)]), mixed, FILES)
     assert r.details["tp"] == 2 and r.details["fn"] == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        ('{"line": 5, "note": [1, 2]}', [(None, 5)]),  # the object opens first
+        ('[1] then {"line": 4}', []),  # the list opens first, and holds no finding
+        (' [{"start_line": 3, "file": "a.py"}]', [("a.py", 3)]),
+        ('] [ {"line": 4, "file": "a.py"}', [("a.py", 4)]),  # a list that never closes
+        ('Prose [first] then {"findings": [{"start_line": 8}]}', [(None, 8)]),
+        ('{"findings": {"start_line": 1}} [{"start_line": 2}]', [(None, 2)]),
+        ('[1, {"start_line": 4}]', [(None, 4)]),
+        ('[{"start_line": "x"}, {"start_line": 4}]', [(None, 4)]),
+        ('{"line": 5, "file": "a.py"}.', [("a.py", 5)]),
+    ],
+)  # fmt: skip
+def test_reply_items_try_each_json_shape_before_giving_up(
+    reply: str, items: list[tuple[str | None, int]]
+) -> None:
+    """JSON that does not parse one way is tried the other way (object or list), and items
+    that are not findings are skipped, not the end of the reply (a file name or a
+    "start_line" comes only from the JSON, never from the "line N" fallback)."""
+    assert reply_items(reply) == items
+
+
+def test_every_reply_is_read_for_grounding() -> None:
+    """A reply that names nothing does not stop the later replies from grounding bugs."""
+    entries = parse_ground_truth(GT)
+    replies = [(AUDIT[0], "nothing to report"), (AUDIT[0], '{"line": 21}')]
+    assert grounded_entries(replies, entries, CoverageIndex(FILES), tolerance=3) == {"a"}
+
+
+def test_without_replies_every_true_positive_counts_as_grounded() -> None:
+    """With no worker replies recorded, grounding is not measured: all true positives count."""
+    r = compute_reward(result(TRUE, AUDIT, [turn(1)]), GT, FILES)
+    assert (r.details["grounded_tp"], r.parts["grounding_reward"]) == (2.0, 1.0)
+
+
+def test_batches_that_sent_nothing_earn_no_delegation() -> None:
+    """Batch requests whose prompts never went out (all refused) carry no content."""
+    run = replace(result(TRUE, [], [turn(1)]), batch_sizes=[3])
+    assert compute_reward(run, GT, FILES).parts["delegation_reward"] == 0.0
+
+
+def test_each_targeted_re_query_is_counted() -> None:
+    """Two targeted checks count two."""
+    checks = ["Check this:\n" + head(BIG, 5), "Check that:\n" + head(BIG, 10)]
+    assert dispatch_stats(SIZES, [BIG, *checks]).targeted_prompts == 2
