@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from deeprepo.rl.env.oracle import OracleWorker
+from deeprepo.rl.env.oracle import OracleWorker, make_oracle
 
 ASK = "Audit this code for security bugs; answer in JSON."
 
@@ -176,3 +176,73 @@ def test_file_blocks_without_a_codebase_are_read_by_their_path_and_lines() -> No
         assert [(f["file"], f["line"]) for f in w.findings(prompt)] == [("svc/a.py", 30)]
     translate = f'<file path="svc/a.py" lines="26-34">\n{body}\n</file>\nTranslate this to Go.'
     assert w.findings(translate) == []
+
+
+SRC = {"svc/src.py": module("src"), "svc/a.py": module("a")}
+
+
+def cross(related_line: int = 20) -> list[dict[str, Any]]:
+    return [{**bug("svc/a.py", 30, 30), "related": [{"file": "svc/src.py", "line": related_line}]}]
+
+
+@pytest.mark.parametrize(
+    ("source_lines", "reported"),
+    [
+        (range(20, 26), True),  # the source line and what follows it
+        (range(15, 21), True),  # ... or what precedes it
+        (range(13, 19), False),  # two lines short of it
+        (range(22, 28), False),  # two lines past it
+    ],
+)
+def test_a_cross_file_bug_needs_its_source_line_or_a_line_next_to_it(
+    source_lines: range, reported: bool
+) -> None:
+    """A bug whose data comes from another file is reported when the prompt also shows that
+    file's source line (or the line just before or after it), in order."""
+    prompt = (
+        show(SRC["svc/a.py"], list(range(26, 36)))
+        + "\n"
+        + "\n".join(SRC["svc/src.py"].split("\n")[n - 1] for n in source_lines)
+    )
+    expected = [("svc/a.py", 30)] if reported else []
+    assert found(prompt, SRC, cross()) == expected
+
+
+def test_a_cross_file_bug_without_its_source_does_not_hide_the_next_bug() -> None:
+    """Skipping a cross-file bug whose source is not shown leaves the file's other bugs."""
+    gt = [*cross(), bug("svc/a.py", 33, 33)]
+    assert found(show(SRC["svc/a.py"], list(range(26, 38))), SRC, gt) == [("svc/a.py", 33)]
+
+
+def test_findings_use_the_tasks_own_vocabulary() -> None:
+    """A finding names its class with the task's own kind and CWE, not the family's."""
+    gt = [{**bug("svc/a.py"), "kind": "raw-sql", "cwe": "CWE-564"}]
+    (f,) = worker(CODE, gt).findings(show(CODE["svc/a.py"], list(range(26, 36))))
+    assert (f["kind"], f["cwe"]) == ("raw-sql", "CWE-564")
+
+
+def test_off_task_prompts_get_few_false_findings_too() -> None:
+    """An off-task request scales false findings down like true ones."""
+    w = OracleWorker(GT, miss_rate=0.0, false_rate=100.0, codebase=CODE, off_task_rate=0.05)
+    prompt = "Translate this to Go.\n" + CODE["svc/a.py"]
+    assert len(w.findings(prompt)) <= 1
+
+
+async def test_a_reply_is_a_finished_json_answer() -> None:
+    """complete() answers with the findings JSON, finish reason "stop", no tokens billed."""
+    from deeprepo.base.chat import ChatRequest, Message
+
+    req = ChatRequest(messages=(Message("user", show(CODE["svc/a.py"], list(range(26, 36)))),))
+    comp = await worker(CODE, GT).complete(req)
+    assert comp.finish_reason == "stop" and comp.model == "oracle"
+    assert '"line": 30' in comp.text
+
+
+def test_make_oracle_takes_entries_or_a_file(tmp_path: Any) -> None:
+    """make_oracle builds the worker from entries or from a ground_truth.json path."""
+    path = tmp_path / "gt.json"
+    path.write_text('[{"file": "svc/a.py", "start_line": 30, "end_line": 31, "cwe": "CWE-89"}]')
+    prompt = show(CODE["svc/a.py"], list(range(26, 36)))
+    for source in (GT, path, str(path)):
+        w = make_oracle(source, miss_rate=0.0, false_rate=0.0, codebase=CODE)
+        assert [(f["file"], f["line"]) for f in w.findings(prompt)] == [("svc/a.py", 30)]
