@@ -29,7 +29,7 @@ from deeprepo.orchestrator import episode as episode_module
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, metadata_summary
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.dispatch import SubDispatcher
-from deeprepo.providers.ledger import Ledger
+from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
 from deeprepo.sandbox import SandboxConfig
@@ -227,9 +227,9 @@ async def test_each_block_output_is_shown_under_its_header(
 ) -> None:
     """Several blocks: the root sees each block's output under "[block n of m]"."""
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
-    script = {"a": Cell(output="one"), "b": Cell(output="two"), "ans": Cell(answer="# R")}
+    script = {"a": Cell(output="one\n\n"), "b": Cell(output="  two"), "ans": Cell(answer="# R")}
     r = await run(monkeypatch, cb, [code("a", "b"), code("ans")], script)
-    assert r.turns[0].output == "[block 1 of 2]\none\n[block 2 of 2]\ntwo"
+    assert r.turns[0].output == "[block 1 of 2]\none\n[block 2 of 2]\n  two"
     assert r.turns[1].output == "[no output]"
 
 
@@ -918,3 +918,33 @@ async def test_memory_addresses_are_masked_in_what_the_root_sees(
     script = {"x": Cell(output=out), "answer": Cell(answer="# R")}
     r = await episode(monkeypatch, cb, Replies([code("x"), code("answer")]), script).run()
     assert r.turns[0].output == "<Thing object at 0x…>, at 0x12>, <B at 0x…>"
+
+
+async def test_a_turns_tokens_are_its_own_whatever_the_ledger_held_before(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A turn's tokens are what the root used in it, summed over every root row of the
+    ledger: worker rows and rows from before the run do not leak in."""
+    cb = codebase(tmp_path, {"README.md": "# docs\n"})
+    ledger = Ledger()
+    ledger.record(LLMCall("sub", "w", Usage(5, 5, 5, 5)))
+    ledger.record(LLMCall("root", "earlier", Usage(1000, 1000, 1000, 1000)))
+    root = MeteredModel(
+        Replies([code("x"), code("answer")], Usage(100, 10, 7, 3)), "root", ledger,
+        PriceTable.load(),
+    )  # fmt: skip
+    r = await episode(monkeypatch, cb, root, SCRIPT, ledger=ledger).run()
+    tokens = [
+        (t.input_tokens, t.output_tokens, t.cache_read_tokens, t.cache_write_tokens)
+        for t in r.turns
+    ]
+    assert tokens == [(100, 10, 7, 3), (100, 10, 7, 3)]
+
+
+@pytest.mark.parametrize(("n", "tail"), [(10, ""), (11, " (+1 more)")])
+def test_entry_points_past_ten_are_counted_not_listed(n: int, tail: str) -> None:
+    """The overview lists ten entry points and counts the rest."""
+    md = CodebaseMetadata("r", 0, 0, 0, {}, [], [f"e{i}.py" for i in range(n)])
+    cb = Codebase(files={}, file_tree="", metadata=md)
+    listed = ", ".join(f"e{i}.py" for i in range(10))
+    assert f"- entry points: {listed}{tail}\n" in metadata_summary(cb)

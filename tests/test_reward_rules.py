@@ -377,6 +377,7 @@ def test_ground_truth_may_mix_entries_and_mappings() -> None:
         ('] [ {"line": 4, "file": "a.py"}', [("a.py", 4)]),  # a list that never closes
         ('Prose [first] then {"findings": [{"start_line": 8}]}', [(None, 8)]),
         ('{"findings": {"start_line": 1}} [{"start_line": 2}]', [(None, 2)]),
+        ('{"findings": {"start_line": 1}, "more": [{"start_line": 2}]}', [(None, 2)]),
         ('[1, {"start_line": 4}]', [(None, 4)]),
         ('[{"start_line": "x"}, {"start_line": 4}]', [(None, 4)]),
         ('{"line": 5, "file": "a.py"}.', [("a.py", 5)]),
