@@ -246,3 +246,48 @@ def test_make_oracle_takes_entries_or_a_file(tmp_path: Any) -> None:
     for source in (GT, path, str(path)):
         w = make_oracle(source, miss_rate=0.0, false_rate=0.0, codebase=CODE)
         assert [(f["file"], f["line"]) for f in w.findings(prompt)] == [("svc/a.py", 30)]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"miss_rate": 1.5}, "miss_rate must be within [0, 1], got 1.5"),
+        ({"miss_rate": -0.1}, "miss_rate must be within [0, 1], got -0.1"),
+        ({"false_rate": -1.0}, "false_rate must be >= 0, got -1.0"),
+        ({"context_lines": 0}, "context_lines must be >= 1, got 0"),
+        ({"off_task_rate": 1.5}, "off_task_rate must be within [0, 1], got 1.5"),
+    ],
+)
+def test_settings_out_of_range_are_refused_saying_which(kw: dict[str, Any], message: str) -> None:
+    """A rate outside its range, or no context, is refused naming the setting."""
+    with pytest.raises(ValueError) as e:
+        OracleWorker(GT, **kw)
+    assert str(e.value) == message
+
+
+def test_settings_at_the_edge_of_their_range_are_accepted() -> None:
+    """A worker that misses everything, is always off task, or reads one line is valid."""
+    prompt = show(CODE["svc/a.py"], list(range(26, 36)))
+    assert OracleWorker(GT, miss_rate=1.0, codebase=CODE, false_rate=0.0).findings(prompt) == []
+    OracleWorker(GT, off_task_rate=1.0, context_lines=1)
+
+
+def test_paths_with_a_leading_dot_slash_are_the_same_files() -> None:
+    """'./svc/a.py' in the codebase or in a related line is svc/a.py."""
+    code = {"./svc/a.py": SRC["svc/a.py"], "./svc/src.py": SRC["svc/src.py"]}
+    gt = [{**bug("svc/a.py", 30, 30), "related": [{"file": "./svc/src.py", "line": 20}]}]
+    prompt = (
+        show(SRC["svc/a.py"], list(range(26, 36)))
+        + "\n"
+        + "\n".join(SRC["svc/src.py"].split("\n")[n - 1] for n in range(18, 24))
+    )
+    assert found(prompt, code, gt) == [("svc/a.py", 30)]
+    alone = show(SRC["svc/a.py"], list(range(26, 36)))
+    assert found(alone, code, gt) == []  # the source is still required
+
+
+def test_ground_truth_given_as_an_entries_object_keeps_related_lines() -> None:
+    """{"entries": [...]} is read like a list, related lines included."""
+    alone = show(SRC["svc/a.py"], list(range(26, 36)))
+    w = make_oracle({"entries": cross()}, miss_rate=0.0, false_rate=0.0, codebase=SRC)
+    assert w.findings(alone) == []
