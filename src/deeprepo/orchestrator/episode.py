@@ -352,7 +352,9 @@ class Episode:
             query_calls += sum(1 for c in result.calls if c.api == "query")
             batch_sizes += [c.size for c in result.calls if c.api == "batch"]
             answer = result.answer
-            if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 0):
+            # An unknown error ranks as an exception both ways: as the worst so far it ranked
+            # 0, so a later plain exception replaced it.
+            if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 1):
                 worst = result.error
             header = f"[block {n} of {len(blocks)}]\n" if len(blocks) > 1 else ""
             outputs.append(header + self._render_output(result))
