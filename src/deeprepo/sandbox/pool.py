@@ -13,8 +13,8 @@ import contextlib
 import subprocess
 import threading
 from concurrent.futures import Future
-from types import TracebackType
 
+from deeprepo.base.closing import Closing
 from deeprepo.sandbox import cgroup
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import resolve_mode
@@ -28,7 +28,7 @@ def pool_key(mode: str, config: SandboxConfig) -> tuple[str, int, cgroup.CgroupL
     return (mode, config.tmp_size_mb, config.cgroup_limits())
 
 
-class KernelPool:
+class KernelPool(Closing):
     """Pre-started child interpreters for one isolation setup.
 
     ``Kernel.start(..., pool=pool)`` takes one and the pool starts a replacement
@@ -115,14 +115,6 @@ class KernelPool:
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
 
-    def __enter__(self) -> KernelPool:
+    def open(self) -> None:
+        """Entering a ``with`` block fills the pool."""
         self.fill()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
