@@ -45,10 +45,10 @@ from verifiers.v1.clients import ModelContext  # noqa: E402
 from verifiers.v1.configs.client import EvalClientConfig  # noqa: E402
 from verifiers.v1.utils.loaders import taskset_class  # noqa: E402
 
+from deeprepo.base import prompts  # noqa: E402
 from deeprepo.base.chat import ChatRequest, Message  # noqa: E402
 from deeprepo.base.errors import BudgetExceeded, ProviderError  # noqa: E402
 from deeprepo.builtin import POLICIES, make_policy  # noqa: E402
-from deeprepo.orchestrator import prompts  # noqa: E402
 from deeprepo.orchestrator.episode import metadata_summary  # noqa: E402
 from deeprepo.rl.env.rollout import run_rollout  # noqa: E402
 from deeprepo.rl.tasks import generate_task, task_seeds  # noqa: E402
