@@ -32,7 +32,7 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
-from deeprepo.sandbox import SandboxConfig
+from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.kernel import ExecResult, LlmCall
 
 F = "```"

@@ -10,13 +10,11 @@ import pytest
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding
+from deeprepo.findings.families import CweFamily, FamilyTable, normalize_kind
 from deeprepo.findings.grading import (
-    CweFamily,
-    FamilyTable,
     grade,
     load_findings,
     load_ground_truth,
-    normalize_kind,
     parse_findings,
     parse_ground_truth,
 )

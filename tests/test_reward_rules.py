@@ -1,6 +1,6 @@
-"""The rules of the RL reward (rl/env/reward.py), one per test, through its public functions
-(``compute_reward``, ``grounded_entries``, ``DispatchStats``): written to kill the mutants that
-survived the older tests (docs/testing.md)."""
+"""The rules of the RL reward (rl/env/reward.py, dispatch.py, grounding.py), one per test,
+through their public functions (``compute_reward``, ``grounded_entries``, ``DispatchStats``):
+written to kill the mutants that survived the older tests (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,9 @@ from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.findings.grading import parse_ground_truth
-from deeprepo.rl.env.reward import (
-    DispatchStats,
-    RewardWeights,
-    compute_reward,
-    dispatch_stats,
-    grounded_entries,
-    reply_items,
-    source_files,
-)
+from deeprepo.rl.env.dispatch import DispatchStats, dispatch_stats, source_files
+from deeprepo.rl.env.grounding import grounded_entries, reply_items
+from deeprepo.rl.env.reward import RewardWeights, compute_reward
 
 
 def module(name: str, n: int = 40) -> str:
