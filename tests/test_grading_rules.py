@@ -244,6 +244,25 @@ def test_ground_truth_fields_have_defaults_and_lines_start_at_one(tmp_path: Path
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ({"line": 0}, (1, 1)),
+        ({"start_line": 0, "end_line": 0}, (1, 1)),
+        ({"start_line": -4, "end_line": -2}, (1, 1)),
+        ({"start_line": 0, "end_line": 3}, (1, 3)),
+        ({"start_line": 5, "end_line": 2}, (5, 5)),
+    ],
+)
+def test_an_entry_ends_no_earlier_than_it_starts(
+    lines: dict[str, int], expected: tuple[int, int]
+) -> None:
+    """An entry's range is never empty: its start is at least line 1 and its end at least its
+    start, also when the ground truth gives line 0 or an end before the start."""
+    (e,) = parse_ground_truth([{"file": "a.py", **lines}])
+    assert (e.start_line, e.end_line) == expected
+
+
 def test_a_bad_ground_truth_names_its_source_and_the_entry(tmp_path: Path) -> None:
     """A ground truth that is not a list, or an entry without a file or line, is refused
     naming the file and the entry."""
