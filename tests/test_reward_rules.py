@@ -386,6 +386,23 @@ def test_reply_items_try_each_json_shape_before_giving_up(
     assert reply_items(reply) == items
 
 
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        ('{"file": "a.py", "start_line": 5, "end_line": 7}', [("a.py", 5)]),
+        ('[{"file": "a.py", "start_line": 5, "end_line": 7}]', [("a.py", 5)]),
+        ('{"file": "a.py", "line": 5}', [("a.py", 5)]),
+        ('{"file": "a.py", "end_line": 7}', []),
+    ],
+)  # fmt: skip
+def test_a_single_finding_object_is_read_like_a_list_item(
+    reply: str, items: list[tuple[str | None, int]]
+) -> None:
+    """A reply that is one finding object names it by 'line' or 'start_line', exactly as an
+    item of a findings list does; an object with neither names no finding."""
+    assert reply_items(reply) == items
+
+
 def test_every_reply_is_read_for_grounding() -> None:
     """A reply that names nothing does not stop the later replies from grounding bugs."""
     entries = parse_ground_truth(GT)
