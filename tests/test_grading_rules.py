@@ -348,3 +348,38 @@ def test_errors_name_the_default_source() -> None:
         parse_ground_truth(3)
     with pytest.raises(UsageError, match=r"^findings: expected a JSON list"):
         parse_findings("x")
+
+
+def test_an_entry_written_out_reads_back_as_the_same_entry() -> None:
+    """to_dict writes every field under the name parse_ground_truth reads: an entry with no
+    default left (a decoy, a range, a class, a description) reads back unchanged."""
+    (e,) = parse_ground_truth(
+        [
+            {"id": "d1", "file": "app/a.py", "start_line": 4, "end_line": 9, "cwe": "CWE-78",
+             "acceptable_cwes": ["CWE-77"], "kind": "command-injection", "severity": "low",
+             "description": "An argument list, no shell.", "vulnerable": False,
+             "related": [{"file": "app/b.py", "line": 2}]},
+        ]
+    )  # fmt: skip
+    assert parse_ground_truth([e.to_dict()]) == [e]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a family table is an object with a 'families' object"),
+        ({"families": []}, "a family table is an object with a 'families' object"),
+        ({"families": {"sqli": 89}}, "family 'sqli' is not an object"),
+        ({"families": {"sqli": {"cwes": "CWE-89"}}}, "family 'sqli': 'cwes' must be a list"),
+        ({"families": {"sqli": {"title": 1}}}, "family 'sqli': 'title' and 'fix' must be strings"),
+        ({"families": {"sqli": {"kinds": "sqli"}}}, "'kinds' must be a list of strings"),
+        ({"families": {"sqli": {"kinds": ["sqli", 2]}}}, "'kinds' must be a list of strings"),
+    ],
+)  # fmt: skip
+def test_a_malformed_family_table_is_refused_saying_what_is_wrong(
+    data: object, message: str
+) -> None:
+    """A family table of the wrong shape is refused naming the family and field at fault."""
+    with pytest.raises(ValueError) as e:
+        FamilyTable.from_json(data)
+    assert str(e.value) == message

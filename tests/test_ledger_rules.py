@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from deeprepo.base.chat import Usage
 from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 
@@ -104,3 +106,25 @@ def test_calls_returns_a_copy() -> None:
     ledger.record(LLMCall("sub", "w"))
     ledger.calls().clear()
     assert len(ledger) == 1 and len(ledger.calls()) == 1
+
+
+def test_a_rollouts_ledger_records_every_call_and_failure_in_its_parent_too() -> None:
+    """A ledger with a parent adds each reply and each failed request to the parent as well,
+    so an evaluation's ledger sums its rollouts' ledgers."""
+    total = Ledger()
+    first, second = Ledger(parent=total), Ledger(parent=total)
+    first.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=0.5))
+    first.record_failure("sub", "w")
+    second.record(LLMCall("root", "r", Usage(3, 4), cost_usd=1.0))
+    second.record_failure("root", "r")
+    assert total.calls() == first.calls() + second.calls()
+    assert total.rows() == first.rows() + second.rows()
+    assert (total.total_cost(), len(first), len(second)) == (1.5, 1, 1)
+
+
+@pytest.mark.parametrize("model", [None, 3])
+def test_a_usage_row_without_a_string_model_is_refused_saying_so(model: object) -> None:
+    """A row read back from JSON needs its model's name as a string."""
+    with pytest.raises(ValueError) as e:
+        UsageRow.from_dict({"role": "sub", "model": model})
+    assert str(e.value) == f"a usage row needs a string model, got {model!r}"
