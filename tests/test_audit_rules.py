@@ -121,11 +121,14 @@ def test_an_interrupted_run_says_how_to_continue() -> None:
         ("sub_calls", "2 worker prompts refused by the sub-calls budget (raise --max-sub-calls)"),
         ("cost", "2 worker prompts refused by the cost budget (raise --max-cost)"),
         ("timeout", "2 worker prompts refused by the timeout budget (raise --timeout)"),
-        (None, "2 worker prompts refused by the budget budget (raise the budget)"),
+        ("tokens", "2 worker prompts refused by the tokens budget (raise the budget)"),
+        (None, "2 worker prompts refused by a budget (raise the budget)"),
+        ("", "2 worker prompts refused by a budget (raise the budget)"),
     ],
 )
 def test_refused_prompts_name_the_budget_and_its_option(kind: str | None, text: str) -> None:
-    """Prompts refused by a budget: how many, which budget, and the option to raise it."""
+    """Prompts refused by a budget: how many, which budget, and the option to raise it; a
+    budget of no known kind is named as it is, or as "a budget" when it has no name."""
     assert why(unaudited=1, refused=2, budget_kind=kind) == text
 
 

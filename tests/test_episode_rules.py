@@ -32,7 +32,7 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger, LLMCall
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
-from deeprepo.sandbox import SandboxConfig
+from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.kernel import ExecResult, LlmCall
 
 F = "```"
@@ -541,16 +541,18 @@ async def test_a_turn_counts_its_worker_calls_by_kind(
     """A turn records the prompts its blocks asked of workers, its llm_query calls and the
     size of each llm_batch call, over all its blocks."""
     cb = codebase(tmp_path, {"README.md": "# docs\n"})
-    calls_a = (LlmCall("query", 1), LlmCall("batch", 3), LlmCall("query", 1))
+    query, batch3 = LlmCall("query", 1), LlmCall("batch", 3)
     script = {
-        "a": Cell(prompts=("p1", "p2", "p3", "p4", "p5"), calls=calls_a),
-        "b": Cell(prompts=("p6", "p7"), calls=(LlmCall("batch", 2),)),
+        "a": Cell(
+            prompts=("p1", "p2", "p3", "p4", "p5", "p6"), calls=(query, batch3, query, query)
+        ),
+        "b": Cell(prompts=("p7", "p8"), calls=(LlmCall("batch", 2),)),
         "answer": Cell(answer="# R"),
     }
     r = await episode(monkeypatch, cb, Replies([code("a", "b"), code("answer")]), script).run()
     t = r.turns[0]
-    assert (t.sub_calls, t.llm_query_calls, t.llm_batch_sizes) == (7, 2, [3, 2])
-    assert r.batch_sizes == [5, 2] and r.sub_calls == 7
+    assert (t.sub_calls, t.llm_query_calls, t.llm_batch_sizes) == (8, 3, [3, 2])
+    assert r.batch_sizes == [6, 2] and r.sub_calls == 8
 
 
 async def test_findings_are_kept_with_their_scope_and_bad_ones_dropped(
@@ -716,6 +718,24 @@ async def test_the_kernel_gets_the_codebase_the_audit_set_and_the_worker_plan(
     assert started["payload"]["codebase"]["app.py"] == APP
     assert started["args"] == (sandbox,) and started["pool"] is pool
     assert started["capacity"] == ep.dispatcher.sub_calls_left
+
+
+async def test_the_architecture_the_kernel_gets_lists_at_most_200_of_each_kind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The architecture the REPL starts with holds at most 200 items per list, and says how
+    many a longer list had."""
+    imports = "\n".join(f"import extpkg{i}" for i in range(201)) + "\n"
+    cb = codebase(tmp_path, {"app.py": imports})
+    kernel = type("Kernel", (ScriptedKernel,), {"script": SCRIPT})
+    monkeypatch.setattr(episode_module, "Kernel", kernel)
+    ledger = Ledger()
+    sub = MeteredModel(Recorder(), "sub", ledger, PriceTable.load())
+    ep = Episode(cb, root=Replies([code("answer")]), dispatcher=SubDispatcher(sub), ledger=ledger)
+    await ep.run()
+    architecture = kernel.started["payload"]["metadata"]["architecture"]
+    assert len(architecture["external"]) == 200
+    assert architecture["truncated"] == {"external": 201}
 
 
 async def test_the_opening_is_the_prompt_the_summary_and_the_task(

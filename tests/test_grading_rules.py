@@ -10,13 +10,11 @@ import pytest
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding
+from deeprepo.findings.families import CweFamily, FamilyTable, normalize_kind
 from deeprepo.findings.grading import (
-    CweFamily,
-    FamilyTable,
     grade,
     load_findings,
     load_ground_truth,
-    normalize_kind,
     parse_findings,
     parse_ground_truth,
 )
@@ -246,6 +244,25 @@ def test_ground_truth_fields_have_defaults_and_lines_start_at_one(tmp_path: Path
     )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        ({"line": 0}, (1, 1)),
+        ({"start_line": 0, "end_line": 0}, (1, 1)),
+        ({"start_line": -4, "end_line": -2}, (1, 1)),
+        ({"start_line": 0, "end_line": 3}, (1, 3)),
+        ({"start_line": 5, "end_line": 2}, (5, 5)),
+    ],
+)
+def test_an_entry_ends_no_earlier_than_it_starts(
+    lines: dict[str, int], expected: tuple[int, int]
+) -> None:
+    """An entry's range is never empty: its start is at least line 1 and its end at least its
+    start, also when the ground truth gives line 0 or an end before the start."""
+    (e,) = parse_ground_truth([{"file": "a.py", **lines}])
+    assert (e.start_line, e.end_line) == expected
+
+
 def test_a_bad_ground_truth_names_its_source_and_the_entry(tmp_path: Path) -> None:
     """A ground truth that is not a list, or an entry without a file or line, is refused
     naming the file and the entry."""
@@ -331,3 +348,38 @@ def test_errors_name_the_default_source() -> None:
         parse_ground_truth(3)
     with pytest.raises(UsageError, match=r"^findings: expected a JSON list"):
         parse_findings("x")
+
+
+def test_an_entry_written_out_reads_back_as_the_same_entry() -> None:
+    """to_dict writes every field under the name parse_ground_truth reads: an entry with no
+    default left (a decoy, a range, a class, a description) reads back unchanged."""
+    (e,) = parse_ground_truth(
+        [
+            {"id": "d1", "file": "app/a.py", "start_line": 4, "end_line": 9, "cwe": "CWE-78",
+             "acceptable_cwes": ["CWE-77"], "kind": "command-injection", "severity": "low",
+             "description": "An argument list, no shell.", "vulnerable": False,
+             "related": [{"file": "app/b.py", "line": 2}]},
+        ]
+    )  # fmt: skip
+    assert parse_ground_truth([e.to_dict()]) == [e]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "a family table is an object with a 'families' object"),
+        ({"families": []}, "a family table is an object with a 'families' object"),
+        ({"families": {"sqli": 89}}, "family 'sqli' is not an object"),
+        ({"families": {"sqli": {"cwes": "CWE-89"}}}, "family 'sqli': 'cwes' must be a list"),
+        ({"families": {"sqli": {"title": 1}}}, "family 'sqli': 'title' and 'fix' must be strings"),
+        ({"families": {"sqli": {"kinds": "sqli"}}}, "'kinds' must be a list of strings"),
+        ({"families": {"sqli": {"kinds": ["sqli", 2]}}}, "'kinds' must be a list of strings"),
+    ],
+)  # fmt: skip
+def test_a_malformed_family_table_is_refused_saying_what_is_wrong(
+    data: object, message: str
+) -> None:
+    """A family table of the wrong shape is refused naming the family and field at fault."""
+    with pytest.raises(ValueError) as e:
+        FamilyTable.from_json(data)
+    assert str(e.value) == message

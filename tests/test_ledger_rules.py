@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from deeprepo.base.chat import Usage
 from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 
@@ -16,11 +18,8 @@ def test_rows_sum_each_role_and_model_in_order_of_first_appearance() -> None:
     ledger.record(LLMCall("root", "r", Usage(10, 20, 30, 40), cost_usd=1.0))
     ledger.record(LLMCall("sub", "w", Usage(100, 200, 300, 400), cost_usd=0.25))
     sub, root = ledger.rows()
-    assert sub == UsageRow("sub", "w", calls=2, input_tokens=101, output_tokens=202,
-                           cache_read_tokens=303, cache_write_tokens=404, cost_usd=0.75)  # fmt: skip
-    assert root == UsageRow("root", "r", calls=1, input_tokens=10, output_tokens=20,
-                            cache_read_tokens=30, cache_write_tokens=40, cost_usd=1.0)  # fmt: skip
-    assert sub.usage == Usage(101, 202, 303, 404)
+    assert sub == UsageRow("sub", "w", calls=2, usage=Usage(101, 202, 303, 404), cost_usd=0.75)
+    assert root == UsageRow("root", "r", calls=1, usage=Usage(10, 20, 30, 40), cost_usd=1.0)
 
 
 def test_cached_and_rejected_replies_are_counted_apart() -> None:
@@ -89,7 +88,7 @@ def test_the_json_summary_holds_rows_totals_and_unpriced_calls() -> None:
     ledger.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=None))
     ledger.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=None))
     data = json.loads(ledger.to_json(indent=2))
-    row = UsageRow("sub", "w", calls=3, input_tokens=3, output_tokens=6, cost_usd=None)
+    row = UsageRow("sub", "w", calls=3, usage=Usage(3, 6), cost_usd=None)
     assert data == {
         "rows": [row.to_dict()],
         "total_cost_usd": None,
@@ -107,3 +106,25 @@ def test_calls_returns_a_copy() -> None:
     ledger.record(LLMCall("sub", "w"))
     ledger.calls().clear()
     assert len(ledger) == 1 and len(ledger.calls()) == 1
+
+
+def test_a_rollouts_ledger_records_every_call_and_failure_in_its_parent_too() -> None:
+    """A ledger with a parent adds each reply and each failed request to the parent as well,
+    so an evaluation's ledger sums its rollouts' ledgers."""
+    total = Ledger()
+    first, second = Ledger(parent=total), Ledger(parent=total)
+    first.record(LLMCall("sub", "w", Usage(1, 2), cost_usd=0.5))
+    first.record_failure("sub", "w")
+    second.record(LLMCall("root", "r", Usage(3, 4), cost_usd=1.0))
+    second.record_failure("root", "r")
+    assert total.calls() == first.calls() + second.calls()
+    assert total.rows() == first.rows() + second.rows()
+    assert (total.total_cost(), len(first), len(second)) == (1.5, 1, 1)
+
+
+@pytest.mark.parametrize("model", [None, 3])
+def test_a_usage_row_without_a_string_model_is_refused_saying_so(model: object) -> None:
+    """A row read back from JSON needs its model's name as a string."""
+    with pytest.raises(ValueError) as e:
+        UsageRow.from_dict({"role": "sub", "model": model})
+    assert str(e.value) == f"a usage row needs a string model, got {model!r}"

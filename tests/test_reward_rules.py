@@ -1,6 +1,6 @@
-"""The rules of the RL reward (rl/env/reward.py), one per test, through its public functions
-(``compute_reward``, ``grounded_entries``, ``DispatchStats``): written to kill the mutants that
-survived the older tests (docs/testing.md)."""
+"""The rules of the RL reward (rl/env/reward.py, dispatch.py, grounding.py), one per test,
+through their public functions (``compute_reward``, ``grounded_entries``, ``DispatchStats``):
+written to kill the mutants that survived the older tests (docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,10 @@ from deeprepo.base.finding import Finding
 from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
 from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.findings.grading import parse_ground_truth
-from deeprepo.rl.env.reward import (
-    DispatchStats,
-    RewardWeights,
-    compute_reward,
-    dispatch_stats,
-    grounded_entries,
-    reply_items,
-    source_files,
-)
+from deeprepo.findings.grading import DEFAULT_TOLERANCE, parse_ground_truth
+from deeprepo.rl.env.dispatch import DispatchStats, dispatch_stats, source_files
+from deeprepo.rl.env.grounding import grounded_entries, reply_items
+from deeprepo.rl.env.reward import RewardWeights, compute_reward
 
 
 def module(name: str, n: int = 40) -> str:
@@ -392,6 +386,23 @@ def test_reply_items_try_each_json_shape_before_giving_up(
     assert reply_items(reply) == items
 
 
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        ('{"file": "a.py", "start_line": 5, "end_line": 7}', [("a.py", 5)]),
+        ('[{"file": "a.py", "start_line": 5, "end_line": 7}]', [("a.py", 5)]),
+        ('{"file": "a.py", "line": 5}', [("a.py", 5)]),
+        ('{"file": "a.py", "end_line": 7}', []),
+    ],
+)  # fmt: skip
+def test_a_single_finding_object_is_read_like_a_list_item(
+    reply: str, items: list[tuple[str | None, int]]
+) -> None:
+    """A reply that is one finding object names it by 'line' or 'start_line', exactly as an
+    item of a findings list does; an object with neither names no finding."""
+    assert reply_items(reply) == items
+
+
 def test_every_reply_is_read_for_grounding() -> None:
     """A reply that names nothing does not stop the later replies from grounding bugs."""
     entries = parse_ground_truth(GT)
@@ -415,3 +426,44 @@ def test_each_targeted_re_query_is_counted() -> None:
     """Two targeted checks count two."""
     checks = ["Check this:\n" + head(BIG, 5), "Check that:\n" + head(BIG, 10)]
     assert dispatch_stats(SIZES, [BIG, *checks]).targeted_prompts == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"coverage": "most"}, "reward weight 'coverage' must be a number, got 'most'"),
+        ({"tolerance": "three"}, "reward weight 'tolerance' must be a number, got 'three'"),
+        ({"tolerance": [3]}, "reward weight 'tolerance' must be a number, got [3]"),
+    ],
+)
+def test_a_weight_that_is_no_number_is_refused_naming_it(
+    data: dict[str, Any], message: str
+) -> None:
+    """from_dict names the weight whose value is not a number, tolerance included."""
+    with pytest.raises(ConfigError) as e:
+        RewardWeights.from_dict(data)
+    assert str(e.value) == message
+
+
+def test_weights_from_a_mapping_without_tolerance_keep_the_grading_default() -> None:
+    """A mapping that leaves tolerance out keeps the grader's default tolerance."""
+    assert RewardWeights.from_dict({}) == RewardWeights()
+    assert RewardWeights.from_dict({"quality": 0.5}).tolerance == DEFAULT_TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("reply", "items"),
+    [
+        # one finding object that nests a list before a nested object
+        ('{"file": "a.py", "line": 5, "tags": ["sqli"], "meta": {"confidence": 1}}',
+         [("a.py", 5)]),
+        ('\n{"file": "a.py", "line": 3}', [("a.py", 3)]),  # after a newline
+        (' [{"file": "a.py", "line": 3}]', [("a.py", 3)]),  # after a space
+    ],
+)  # fmt: skip
+def test_a_json_reply_is_read_as_the_shape_that_opens_it(
+    reply: str, items: list[tuple[str | None, int]]
+) -> None:
+    """A reply whose JSON is one object is read as that object, whatever lists and objects
+    it nests (and likewise a list), also after leading whitespace."""
+    assert reply_items(reply) == items

@@ -123,8 +123,9 @@ def _entry(i: int, d: object, source: str) -> GroundTruthEntry:
     if not isinstance(d, Mapping):
         raise UsageError(f"{source}: entry {i} is not a JSON object.")
     try:
-        start = int(d.get("start_line", d.get("line")))
-        end = int(d.get("end_line", start))
+        # Lines start at 1, and a range ends no earlier than it starts (line 0 is line 1).
+        start = max(1, int(d.get("start_line", d.get("line"))))
+        end = max(start, int(d.get("end_line", start)))
         file = str(d["file"]).strip().removeprefix("./")
         related = tuple(
             (str(r["file"]).strip().removeprefix("./"), int(r["line"]))
@@ -141,8 +142,8 @@ def _entry(i: int, d: object, source: str) -> GroundTruthEntry:
     return GroundTruthEntry(
         id=str(d.get("id") or f"gt-{i}"),
         file=file,
-        start_line=max(1, start),
-        end_line=max(start, end),
+        start_line=start,
+        end_line=end,
         cwe=normalize_cwe(d.get("cwe")),
         acceptable_cwes=acceptable,
         kind=str(d.get("kind") or ""),

@@ -136,8 +136,9 @@ def shortfall(
     reasons: list[str] = []
     if stats.refused:
         option = _BUDGET_OPTION.get(stats.budget_kind or "", "raise the budget")
-        kind = (stats.budget_kind or "budget").replace("_", "-")
-        reasons.append(f"{stats.refused} worker prompts refused by the {kind} budget ({option})")
+        kind = stats.budget_kind
+        budget = f"the {kind.replace('_', '-')} budget" if kind else "a budget"
+        reasons.append(f"{stats.refused} worker prompts refused by {budget} ({option})")
     if stats.failed:
         first = f"; first: {stats.first_error}" if stats.first_error else ""
         reasons.append(f"{stats.failed} worker calls failed{first}")

@@ -34,7 +34,9 @@ def reply_items(text: str) -> list[tuple[str | None, int]]:
             except ValueError:
                 continue
             if isinstance(data, dict):
-                data = data.get("findings", [data] if "line" in data else [])
+                # One finding object is named by the keys a list item is named by.
+                one = "line" in data or "start_line" in data
+                data = data.get("findings", [data] if one else [])
             if not isinstance(data, list):
                 continue
             out: list[tuple[str | None, int]] = []
