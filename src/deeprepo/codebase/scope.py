@@ -184,6 +184,21 @@ _GENERATED_MARK = re.compile(
     re.IGNORECASE,
 )
 _GENERATED_HEAD_CHARS = 2048
+# Every marker above holds one of these words, so a head without them cannot match: a plain
+# substring test (a few µs) spares the case-insensitive regex (~100x slower) on the files
+# that are not generated, which is nearly all of them. "do not ed" stops before the "i",
+# which the regex's case folding also matches as "ı" or "İ".
+_GENERATED_WORDS = ("generat", "do not ed")
+
+
+def _has_generated_mark(text: str) -> bool:
+    head = text[:_GENERATED_HEAD_CHARS]
+    folded = head.lower()
+    if not any(word in folded for word in _GENERATED_WORDS):
+        return False
+    return _GENERATED_MARK.search(head) is not None
+
+
 # A browser library copied into a project's asset folder keeps its release banner
 # (``/*! jQuery v3.7.1 | (c) OpenJS Foundation``): a preserved comment naming a version,
 # a copyright or a licence. Project files under the same folders rarely open that way.
@@ -235,7 +250,7 @@ def classify_scope(path: str, text: str = "") -> Scope:
         or _GENERATED_NAME.search(name)
         or any(d in _GENERATED_DIRS for d in dirs)
         or (dirs and dirs[0] in _GENERATED_TOP_DIRS)
-        or (text and _GENERATED_MARK.search(text, 0, _GENERATED_HEAD_CHARS))
+        or (text and _has_generated_mark(text))
         or (text and ext in _MINIFIABLE_EXTS and is_minified(text))
     ):
         return "generated"
