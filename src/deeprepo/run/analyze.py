@@ -183,6 +183,7 @@ async def _analyze(
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
+        on_event("loaded", _load_summary(plan.codebase))
         on_event("audit_start", {"files": len(audit_paths)})
         wiring.dispatcher.on_answer = _audit_progress(set(audit_paths), on_event)
     sandbox_mode, sandbox_note = mode_for_root(
@@ -309,6 +310,18 @@ def _log_start(
         system_prompt=system_prompt,
         first_user_message=first_message,
     )
+
+
+def _load_summary(codebase: Codebase) -> dict[str, Any]:
+    """What the load read and left out (names already escaped by the loader)."""
+    meta = codebase.metadata
+    return {
+        "files": meta.files,
+        "skipped": len(meta.skipped),
+        "ignored": meta.ignored,
+        "run_folders": list(meta.run_folders),
+        "notes": list(meta.notes),
+    }
 
 
 def _ledger_rows(ledger: Ledger) -> list[UsageRowDict]:
