@@ -12,9 +12,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from typer.testing import CliRunner
 
-from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 from deeprepo.cli import exits
 from deeprepo.cli.app import app
 from deeprepo.testing.loopback import LoopbackServer

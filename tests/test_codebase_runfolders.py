@@ -65,4 +65,4 @@ def test_run_folders_are_skipped_even_with_gitignore_off_and_the_root_itself_loa
 
 
 def test_the_runs_folder_name_is_the_one_runs_are_written_to() -> None:
-    assert RUNS_DIR == Path(RUNS_DIR_NAME)
+    assert Path(RUNS_DIR_NAME) == RUNS_DIR
