@@ -18,7 +18,7 @@ from deeprepo.orchestrator.audit import parse_scopes
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import OFFLINE_MODELS
-from deeprepo.providers.spec import ModelSpec, parse_model_spec
+from deeprepo.providers.spec import REMOTE_PROVIDERS, ModelSpec, parse_model_spec
 from deeprepo.report.rundir import RUNS_DIR, check_out_dir, new_run_dir
 from deeprepo.run.models import default_models
 from deeprepo.run.wiring import RunLimits, at_least
@@ -121,13 +121,19 @@ def validate(options: AnalyzeOptions) -> None:
         raise UsageError("--sandbox must be auto, bwrap or process")
 
 
+def _calls_out(spec: ModelSpec) -> bool:
+    """True for a model behind a provider's API: paid, and needing a key."""
+    return spec.provider in REMOTE_PROVIDERS
+
+
 def resolve_specs(options: AnalyzeOptions) -> tuple[ModelSpec, ModelSpec]:
     """The root and sub-model specs.
 
     With neither ``--root`` nor ``--sub`` (nor a base URL) the run is the offline engine,
     whatever keys the environment holds: a key never turns the default into a paid run.
-    When one side is chosen and is model-driven, the other follows the keys present
-    (:func:`default_models`); when the chosen side is built in, so is the other.
+    When one side is chosen and calls a provider's API, the other follows the keys present
+    (:func:`default_models`); when the chosen side runs on this machine (built in, local), the
+    other is the offline engine's.
     """
     offline_root, offline_sub = OFFLINE_MODELS
     keyed_root, keyed_sub = default_models(options.env)
@@ -138,17 +144,16 @@ def resolve_specs(options: AnalyzeOptions) -> tuple[ModelSpec, ModelSpec]:
     )
     sub = parse_model_spec(options.sub or keyed_sub, options.sub_base_url) if sub_given else None
     if root is None:
-        driven = sub is not None and not sub.is_builtin
-        root = parse_model_spec(keyed_root if driven else offline_root)
+        root = parse_model_spec(keyed_root if sub is not None and _calls_out(sub) else offline_root)
     if sub is None:
-        sub = parse_model_spec(offline_sub if root.is_builtin else keyed_sub)
+        sub = parse_model_spec(keyed_sub if _calls_out(root) else offline_sub)
     return root, sub
 
 
 def effective_limits(limits: RunLimits, root: ModelSpec, sub: ModelSpec) -> RunLimits:
-    """The limits a run goes by: a run that calls a model outside this process gets
+    """The limits a run goes by: a run that calls a provider's API gets
     :data:`DEFAULT_MAX_COST` when no ``--max-cost`` was given."""
-    if limits.max_cost is not None or (root.is_builtin and sub.is_builtin):
+    if limits.max_cost is not None or not (_calls_out(root) or _calls_out(sub)):
         return limits
     return replace(limits, max_cost=DEFAULT_MAX_COST)
 
@@ -157,6 +162,8 @@ def plan_line(root: ModelSpec, sub: ModelSpec, limits: RunLimits) -> str:
     """The first console line of a run: its models and what it may spend."""
     if root.is_builtin and sub.is_builtin:
         spend = "offline, no API calls, cost $0"
+    elif not (_calls_out(root) or _calls_out(sub)):
+        spend = "models on this machine, no API calls, cost $0"
     elif limits.max_cost is None:
         spend = "no cost cap"
     else:
