@@ -12,6 +12,7 @@ import typer
 from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits, output
 from deeprepo.cli.output import Format, ResultView, Threshold, announce, progress_for
+from deeprepo.cli.progress import RunProgress
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
 from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, validate
@@ -221,7 +222,9 @@ def analyze_command(
         validate(resumed)
         announce(resumed, view)
         with progress_for(view, "resume") as progress:
-            handle = _run(resume_run(resume, overrides=overrides, on_event=progress), resume)
+            handle = _run(
+                resume_run(resume, overrides=overrides, on_event=progress), resume, progress
+            )
         finish(handle, view)
         return
     if path is None:
@@ -257,15 +260,23 @@ def analyze_command(
     validate(options)
     announce(options, view)
     with progress_for(view, "analyze") as progress:
-        handle = _run(analyze(options, on_event=progress), out_dir)
+        handle = _run(analyze(options, on_event=progress), out_dir, progress)
     finish(handle, view)
 
 
-def _run(coro: Any, out_dir: Path | None) -> RunHandle:
+def _run(coro: Any, out_dir: Path | None, progress: RunProgress | None = None) -> RunHandle:
     """Run the coroutine; a Ctrl-C that lands outside the episode (loading, writing) is
-    one line and exit code 130 (one inside it ends the episode: see ``finish``)."""
+    one line and exit code 130 (one inside it ends the episode: see ``finish``). The first
+    Ctrl-C says "stopping…" at once."""
+
+    def stopping() -> None:
+        if progress is not None:
+            progress.stopping()
+        else:
+            err.print("stopping…", highlight=False)
+
     try:
-        handle: RunHandle = run_interruptible(coro)
+        handle: RunHandle = run_interruptible(coro, stopping)
     except KeyboardInterrupt:
         where = f"; outputs so far in {console(out_dir)}" if out_dir is not None else ""
         err.print(f"interrupted{where}", highlight=False)

@@ -71,6 +71,15 @@ class RunProgress(Closing):
         if status is not None:
             status.stop()
 
+    def stopping(self) -> None:
+        """Ctrl-C or SIGTERM: the spinner stops and one line says the run is winding down."""
+        self.close()
+        self.console.print(
+            "stopping… (writing what the run has; Ctrl-C again to stop at once)",
+            highlight=False,
+            markup=False,
+        )
+
     def eta_s(self) -> float | None:
         """Seconds until every file is audited, at the rate seen so far (None: unknown)."""
         if self._audit_t0 is None or self.audited <= self._audit_n0:
