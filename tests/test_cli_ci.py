@@ -4,15 +4,18 @@ rerun never audits an earlier run; a key in the environment never makes the defa
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from clihelp import EXAMPLE, loopback_analyze_args, run_cli
+from clihelp import EXAMPLE, ROOT, loopback_analyze_args, run_cli
 from typer.testing import CliRunner
 
 from deeprepo.cli import exits
@@ -214,3 +217,33 @@ def test_dash_h_is_help_on_every_command() -> None:
     for path in [(), ("analyze",)]:
         shown = " ".join(runner.invoke(app, [*path, "-h"]).output.replace("│", " ").split())
         assert "4 findings at or above --fail-on" in shown, path
+
+
+def test_ctrl_c_says_stopping_at_once_and_exits_interrupted(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for i in range(1500):  # enough work that the run is still going when the signal lands
+        (repo / f"m{i}.py").write_text(f"import subprocess\n\ndef f{i}(x):\n    return x\n")
+    env = {**os.environ, **KEYS, "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deeprepo", "analyze", str(repo), "--out", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        # A child of a non-interactive shell may inherit SIGINT ignored; a terminal's is not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # the load summary: the run is under way
+        seen.append(line)
+        if line.startswith("loaded "):
+            break
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    err = "".join(seen) + rest
+    assert proc.returncode == exits.INTERRUPTED, err
+    assert "stopping…" in err
+    assert err.index("stopping…") < err.index("interrupted")

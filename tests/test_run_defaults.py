@@ -35,7 +35,11 @@ KEYS = {"ANTHROPIC_API_KEY": "a", "OPENROUTER_API_KEY": "r", "OPENAI_API_KEY": "
             {"OPENAI_API_KEY": "o"},
             ("openai/gpt-5", "openai/gpt-5-mini"),
         ),
-        ({"root": "openai/x", "root_base_url": "http://127.0.0.1:9/v1"}, {}, ("openai/x", "static")),
+        (
+            {"root": "openai/x", "root_base_url": "http://127.0.0.1:9/v1"},
+            {},
+            ("openai/x", "static"),
+        ),
     ],
 )
 def test_models_are_chosen_explicitly(
