@@ -202,9 +202,6 @@ def analyze_command(
 
     The default is the offline engine, whatever API keys the environment holds; --root or
     --sub chooses a model-driven run, capped at $2.00 unless --max-cost says otherwise.
-
-    Exit codes: 0 complete; 1 stopped on an error; 2 bad usage; 3 incomplete (not every
-    file audited, or no answer); 4 findings at or above --fail-on; 130 interrupted (Ctrl-C).
     """
     view = ResultView(fmt.value, output_file, quiet, verbose, fail_on.value if fail_on else None)
     view.check()

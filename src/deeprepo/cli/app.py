@@ -57,7 +57,7 @@ def _root(
 def _register() -> None:
     from deeprepo.cli import analyze_cmd
 
-    app.command("analyze")(analyze_cmd.analyze_command)
+    app.command("analyze", epilog=exits.EXIT_CODES_HELP)(analyze_cmd.analyze_command)
     app.command("baseline")(analyze_cmd.baseline_command)
     for module, attr, name in (
         ("deeprepo.cli.score_cmd", "score_command", "score"),
