@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from deeprepo.base.errors import CodebaseError
 from deeprepo.codebase import load_codebase
 from deeprepo.codebase.runfolders import RUNS_DIR_NAME, looks_like_run_folder
 from deeprepo.report.rundir import RUNS_DIR
@@ -66,3 +69,11 @@ def test_run_folders_are_skipped_even_with_gitignore_off_and_the_root_itself_loa
 
 def test_the_runs_folder_name_is_the_one_runs_are_written_to() -> None:
     assert Path(RUNS_DIR_NAME) == RUNS_DIR
+
+
+def test_a_folder_of_nothing_but_runs_says_so_when_it_loads_empty(tmp_path: Path) -> None:
+    _run_folder(tmp_path / RUNS_DIR_NAME / "r1")
+    with pytest.raises(
+        CodebaseError, match="1 run folder\\(s\\) of deeprepo's own outputs left out"
+    ):
+        load_codebase(tmp_path)

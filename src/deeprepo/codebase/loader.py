@@ -108,7 +108,7 @@ def load_codebase(
     if run_note is not None:
         acc.notes.append(run_note)
     if not acc.files:
-        raise CodebaseError(_empty_message(path, acc))
+        raise CodebaseError(_empty_message(path, acc, len(runs.skipped)))
     return _assemble(root.name or str(root), acc, revision, runs.skipped)
 
 
@@ -414,12 +414,14 @@ def _assemble(
     )
 
 
-def _empty_message(path: str | Path, acc: Accumulator) -> str:
+def _empty_message(path: str | Path, acc: Accumulator, run_folders: int = 0) -> str:
     kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
     detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
     if acc.ignored:
         detail += f"; {acc.ignored} ignored by .gitignore"
+    if run_folders:
+        detail += f"; {run_folders} run folder(s) of deeprepo's own outputs left out"
     hints = ["pass the directory that holds the source code"]
     if kinds.get("too-large"):
         hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
