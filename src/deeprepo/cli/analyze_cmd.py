@@ -80,13 +80,15 @@ def analyze_command(
         typer.Option(
             help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>, "
             "local/<name> (deeprepo local setup). "
-            "Default: from the keys in the environment; scripted/expert offline."
+            "Default: scripted/expert (offline, whatever keys are set); with a --sub that "
+            "calls an API, from the keys present."
         ),
     ] = None,
     sub: Annotated[
         str | None,
         typer.Option(
-            help="Sub-LLM worker spec (same forms, static, or local/<name>). Default: from keys; static offline."
+            help="Sub-LLM worker spec (same forms, static, or local/<name>). Default: static; "
+            "with a --root that calls an API, from the keys present."
         ),
     ] = None,
     root_base_url: Annotated[
@@ -113,7 +115,11 @@ def analyze_command(
     ] = "default",
     max_turns: Annotated[int, typer.Option(help="Root turns before the final submit turn.")] = 20,
     max_cost: Annotated[
-        float | None, typer.Option(help="Stop once this many USD are spent.")
+        float | None,
+        typer.Option(
+            help="Stop once this many USD are spent. Default: 2.00 for a run that calls an "
+            "API, else none."
+        ),
     ] = None,
     max_sub_calls: Annotated[int, typer.Option(help="Most sub-LLM calls for the run.")] = 2000,
     timeout: Annotated[
