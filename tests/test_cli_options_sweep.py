@@ -67,6 +67,8 @@ ACCEPTED = {
     *(("models", "PATTERN", v) for v in BAD_VALUES),
     # The page's file name: any name in an existing folder (an existing file is rewritten).
     *(("view", "--output", v) for v in ("-5", "0", "abc", "nan", "{file}")),
+    # analyze's result file (-o): the same, and a missing file in an existing folder.
+    *(("analyze", "--output", v) for v in ("-5", "0", "abc", "nan", "{missing}", "{file}")),
     # A PNG goes where -o says, whatever its name (an existing file is replaced).
     *(
         (cmd, "--out", v)

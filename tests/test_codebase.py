@@ -72,22 +72,30 @@ def test_gitignore_root_nested_and_negation(tmp_path: Path) -> None:
     assert "out/gen.py" in everything.files
 
 
-def test_ignore_rules_of_the_enclosing_repository_apply_to_a_subdirectory(tmp_path: Path) -> None:
+def test_only_the_targets_own_ignore_rules_apply_never_an_enclosing_repositorys(
+    tmp_path: Path,
+) -> None:
+    # A subfolder analysed on its own is a project of its own: the ignore files above it
+    # (the enclosing repository's .gitignore and .git/info/exclude) are not its rules.
     write(
         tmp_path,
         {
             ".git/info/exclude": "*.bak\n",
             ".gitignore": "*.tmp\nsub/generated/\n",
             "sub/a.py": "a = 1\n",
-            "sub/a.tmp": "ignored by the top .gitignore\n",
-            "sub/a.bak": "ignored by .git/info/exclude\n",
-            "sub/generated/g.py": "ignored: rule written relative to the top\n",
-            "sub/.gitignore": "!a.tmp\n",  # a deeper file overrides the top one
+            "sub/a.tmp": "ignored only by the top .gitignore\n",
+            "sub/a.bak": "ignored only by .git/info/exclude\n",
+            "sub/generated/g.py": "ignored only by a rule written relative to the top\n",
+            "sub/.gitignore": "*.log\n",
+            "sub/debug.log": "ignored by the target's own .gitignore\n",
         },
     )
     cb = load_codebase(tmp_path / "sub")
-    assert list(cb.files) == [".gitignore", "a.py", "a.tmp"]
-    assert cb.metadata.root == "sub"
+    assert list(cb.files) == [".gitignore", "a.bak", "a.py", "a.tmp", "generated/g.py"]
+    assert cb.metadata.root == "sub" and cb.metadata.ignored == 1
+    # At the repository's top, its .git/info/exclude is the target's own and applies.
+    top = load_codebase(tmp_path)
+    assert "sub/a.bak" not in top.files and "sub/a.tmp" not in top.files
 
 
 def test_junk_and_vcs_directories_are_listed_once_not_file_by_file(tmp_path: Path) -> None:

@@ -148,15 +148,20 @@ def test_too_many_rules_in_all_stop_applying_further_files(
     )
 
 
-def test_a_root_inside_an_ignored_directory_is_all_ignored(tmp_path: Path) -> None:
+def test_a_repository_inside_an_ignored_folder_of_another_loads_whole(tmp_path: Path) -> None:
+    # `deeprepo tasks generate` writes into a folder the project's .gitignore names; the
+    # generated repository (itself a git repository) must load where it was written.
     (tmp_path / ".git").mkdir()
-    (tmp_path / ".gitignore").write_text("vendor/\n")
-    (tmp_path / "vendor" / "lib").mkdir(parents=True)
-    (tmp_path / "vendor" / "lib" / "x.py").write_text("x = 1\n")
-    (tmp_path / "vendor" / "lib" / "y.py").write_text("y = 1\n")
-    with pytest.raises(Exception, match=r"2 ignored by \.gitignore"):
-        load_codebase(tmp_path / "vendor" / "lib")
-    assert load_codebase(tmp_path / "vendor" / "lib", respect_gitignore=False).metadata.files == 2
+    (tmp_path / ".gitignore").write_text("vendor/\n*.py\n")
+    inner = tmp_path / "vendor" / "lib"
+    (inner / ".git" / "info").mkdir(parents=True)
+    (inner / ".git" / "info" / "exclude").write_text("*.bak\n")
+    (inner / "x.py").write_text("x = 1\n")
+    (inner / "y.py").write_text("y = 1\n")
+    (inner / "old.bak").write_text("excluded by the inner repository's own rules\n")
+    cb = load_codebase(inner)
+    assert list(cb.files) == ["x.py", "y.py"] and cb.metadata.ignored == 1
+    assert load_codebase(inner, respect_gitignore=False).metadata.files == 3
 
 
 # ---------------------------------------------------------------------------- against git

@@ -8,29 +8,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.text import Text
 
 from deeprepo.base.errors import UsageError
-from deeprepo.base.finding import Finding
-from deeprepo.cli import exits
+from deeprepo.cli import exits, output
+from deeprepo.cli.output import Format, ResultView, Threshold, announce, progress_for
 from deeprepo.cli.progress import RunProgress
 from deeprepo.cli.signals import run_interruptible
-from deeprepo.report.outputs import coverage_line, split_by_scope
-from deeprepo.report.text import console, visible
+from deeprepo.report.text import console
 from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, validate
 from deeprepo.run.wiring import RunLimits
 
-err = Console(stderr=True)
-out = Console()
+err = output.stderr
 
 Path_ = Annotated[
     str, typer.Argument(help="Repository directory (or a local git repository with --rev).")
 ]
-
-
-def _money(v: float | None) -> str:
-    return "unknown" if v is None else f"${v:.4f}"
 
 
 def resume_command(out_dir: Path) -> str:
@@ -43,96 +35,10 @@ def resume_command(out_dir: Path) -> str:
     return f"{prog} analyze --resume {shlex.quote(str(out_dir))}"
 
 
-def render_summary(handle: RunHandle) -> None:
-    """The run in a few lines: status and coverage first, headline findings, the rest apart."""
-    r = handle.result
-    if handle.offline:
-        out.print(
-            "[bold]Offline engine[/]: scripted root policy + static analyzers, no LLM called. "
-            "Set ANTHROPIC_API_KEY or OPENROUTER_API_KEY (or pass --root/--sub) for a model-driven run.",
-            highlight=False,
-        )
-    headline, rest = split_by_scope(r.findings)
-    code = exits.for_result(r)
-    status = {
-        exits.OK: "[green]complete[/]",
-        exits.ERROR: "[bold red]ERROR[/]",
-        exits.INTERRUPTED: "[bold yellow]INTERRUPTED[/]",
-    }.get(code, "[bold yellow]INCOMPLETE[/]")
-    # Status, coverage and why in one line; the stop detail is part of the why.
-    out.print(f"{status} · {console(coverage_line(r))}", highlight=False)
-    out.print(
-        f"stop: {console(r.stop_reason)}"
-        + f" · turns {r.num_turns} · worker calls {r.sub_calls}"
-        + (f" ({r.sub_calls_refused} refused)" if r.sub_calls_refused else "")
-        + (f" ({r.sub_calls_failed} failed)" if r.sub_calls_failed else "")
-        + f" · findings {len(headline)}"
-        + (f" (+{len(r.findings) - len(headline)} in other scopes)" if rest else "")
-        + f" · cost {_money(r.total_cost_usd)} · {r.wall_seconds:.1f}s",
-        highlight=False,
-    )
-    if headline:
-        _findings_table(headline)
-    if rest:
-        counts = " · ".join(f"{console(scope)} {len(group)}" for scope, group in rest.items())
-        out.print(
-            f"Other scopes (kept apart, not counted above): {counts}; listed in report.md",
-            highlight=False,
-        )
-    if r.unaudited:
-        shown = ", ".join(console(p) for p in r.unaudited[:5])
-        more = f" and {len(r.unaudited) - 5} more" if len(r.unaudited) > 5 else ""
-        out.print(
-            f"Not audited: {shown}{more} (all in metrics.json: unaudited_paths)", highlight=False
-        )
-    for note in r.notes:
-        out.print(f"[yellow]note[/]: {console(note)}", highlight=False)
-    out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
-    if handle.run_id is not None:
-        out.print(f"Run log: {handle.run_id} (deeprepo runs show {handle.run_id})", highlight=False)
-
-
-def _findings_table(findings: list[Finding], limit: int = 15) -> None:
-    """Severity, CWE, ``file:line`` and title, one finding a line. The location is never
-    cut: the title gives way (ellipsis), or goes to its own line on a narrow terminal."""
-    rows = [
-        (f.severity, visible(f.cwe or ""), visible(f"{f.file}:{f.start_line}"), visible(f.title))
-        for f in findings[:limit]
-    ]
-    sev_w = max(8, *(len(r[0]) for r in rows))
-    cwe_w = max(3, *(len(r[1]) for r in rows))
-    loc_w = max(8, *(len(r[2]) for r in rows))
-    width = out.width
-    header = f"{'severity':<{sev_w}}  {'cwe':<{cwe_w}}  {'location':<{loc_w}}  title"
-    out.print(Text(header[:width], style="bold"), soft_wrap=True)
-    for sev, cwe, loc, title in rows:
-        head = f"{sev:<{sev_w}}  {cwe:<{cwe_w}}  "
-        room = width - len(head) - loc_w - 2
-        if room >= 12:
-            shown = title if len(title) <= room else title[: room - 1] + "…"
-            out.print(Text(f"{head}{loc:<{loc_w}}  {shown}"), soft_wrap=True)
-        else:  # too narrow for both: the location whole, the title under it
-            out.print(Text(f"{head}{loc}"), soft_wrap=True)
-            indent = " " * 4
-            shown = title if len(title) <= width - 4 else title[: max(1, width - 5)] + "…"
-            out.print(Text(f"{indent}{shown}"), soft_wrap=True)
-    if len(findings) > limit:
-        out.print(f"… and {len(findings) - limit} more in report.md", highlight=False)
-
-
-def finish(handle: RunHandle) -> None:
-    """Render the run and end the process with its exit code (see ``exits``)."""
-    render_summary(handle)
-    code = exits.for_result(handle.result)
-    if code == exits.INTERRUPTED:
-        err.print(
-            f"interrupted: partial outputs in {console(handle.out_dir)}; continue with: "
-            f"{console(resume_command(handle.out_dir))}",
-            highlight=False,
-            soft_wrap=True,
-        )
-    if code != exits.OK:
-        raise typer.Exit(code)
+def finish(handle: RunHandle, view: ResultView | None = None) -> None:
+    """Write the run's result as ``view`` asks (the table on stdout by default) and end the
+    process with its exit code (see ``exits``)."""
+    output.finish(handle, view or ResultView(), resume_command(handle.out_dir))
 
 
 # CLI parameter -> AnalyzeOptions field, where the names differ.
@@ -145,6 +51,8 @@ _OPTION_FIELD = {
     "exclude_scope": "exclude_scopes",
     "log": "run_log",
 }
+# How the result is shown, not what the run is: never recorded, never a --resume override.
+_VIEW_PARAMS = ("fmt", "output_file", "fail_on", "quiet", "verbose")
 
 
 def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
@@ -172,13 +80,15 @@ def analyze_command(
         typer.Option(
             help="Root model spec: anthropic/<m>, openrouter/<org>/<m>, openai/<m>, scripted/<policy>, "
             "local/<name> (deeprepo local setup). "
-            "Default: from the keys in the environment; scripted/expert offline."
+            "Default: scripted/expert (offline, whatever keys are set); with a --sub that "
+            "calls an API, from the keys present."
         ),
     ] = None,
     sub: Annotated[
         str | None,
         typer.Option(
-            help="Sub-LLM worker spec (same forms, static, or local/<name>). Default: from keys; static offline."
+            help="Sub-LLM worker spec (same forms, static, or local/<name>). Default: static; "
+            "with a --root that calls an API, from the keys present."
         ),
     ] = None,
     root_base_url: Annotated[
@@ -205,7 +115,11 @@ def analyze_command(
     ] = "default",
     max_turns: Annotated[int, typer.Option(help="Root turns before the final submit turn.")] = 20,
     max_cost: Annotated[
-        float | None, typer.Option(help="Stop once this many USD are spent.")
+        float | None,
+        typer.Option(
+            help="Stop once this many USD are spent. Default: 2.00 for a run that calls an "
+            "API, else none."
+        ),
     ] = None,
     max_sub_calls: Annotated[int, typer.Option(help="Most sub-LLM calls for the run.")] = 2000,
     timeout: Annotated[
@@ -255,27 +169,66 @@ def analyze_command(
             "budgets and timeouts given here replace them."
         ),
     ] = None,
+    gitignore: Annotated[
+        bool,
+        typer.Option(
+            "--gitignore/--no-gitignore",
+            help="Apply the repository's own .gitignore files (never those of a folder above it).",
+        ),
+    ] = True,
+    fmt: Annotated[
+        Format,
+        typer.Option(
+            "--format",
+            help="The result: table (the console summary), json (findings.json), sarif "
+            "(findings.sarif) or md (report.md). With -o - the rest goes to stderr.",
+        ),
+    ] = Format.table,
+    output_file: Annotated[
+        str,
+        typer.Option("-o", "--output", help="Write the result to this file; - is stdout."),
+    ] = "-",
+    fail_on: Annotated[
+        Threshold | None,
+        typer.Option(
+            help="Exit with code 4 when a headline finding is this severe or more "
+            "(low, medium, high, critical)."
+        ),
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("-q", "--quiet", help="Print only errors and the result.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("-v", "--verbose", help="Every finding in the table, and the loader's notes."),
+    ] = False,
 ) -> None:
     """Analyse a repository and write report.md, findings.json, findings.sarif,
     metrics.json and trajectory.jsonl.
 
-    Exit codes: 0 complete; 1 stopped on an error; 2 bad usage; 3 incomplete (not every
-    file audited, or no answer); 130 interrupted (Ctrl-C).
+    The default is the offline engine, whatever API keys the environment holds; --root or
+    --sub chooses a model-driven run, capped at $2.00 unless --max-cost says otherwise.
     """
+    view = ResultView(fmt.value, output_file, quiet, verbose, fail_on.value if fail_on else None)
+    view.check()
     if resume is not None:
         from deeprepo.run.analyze import resume as resume_run
         from deeprepo.run.resume import load_run, options_from_record
 
-        values = {k: v for k, v in ctx.params.items() if k != "resume"}
+        values = {k: v for k, v in ctx.params.items() if k not in (*_VIEW_PARAMS, "resume")}
         overrides = _given(ctx, values)
         if path is not None:
             overrides["path"] = path
         if not resume.is_dir():
             raise UsageError(f"--resume {resume} is not a directory; pass a run's --out directory")
-        validate(options_from_record(load_run(resume), {}, overrides))
-        with RunProgress(err, "resume") as progress:
-            handle = _run(resume_run(resume, overrides=overrides, on_event=progress), resume)
-        finish(handle)
+        resumed = options_from_record(load_run(resume), {}, overrides)
+        validate(resumed)
+        announce(resumed, view)
+        with progress_for(view, "resume") as progress:
+            handle = _run(
+                resume_run(resume, overrides=overrides, on_event=progress), resume, progress
+            )
+        finish(handle, view)
         return
     if path is None:
         raise UsageError("give the repository to analyse (PATH), or --resume RUN_DIR")
@@ -305,18 +258,28 @@ def analyze_command(
         include_scopes=tuple(include_scope or ()),
         exclude_scopes=tuple(exclude_scope or ()),
         run_log=log,
+        gitignore=gitignore,
     )
     validate(options)
-    with RunProgress(err, "analyze") as progress:
-        handle = _run(analyze(options, on_event=progress), out_dir)
-    finish(handle)
+    announce(options, view)
+    with progress_for(view, "analyze") as progress:
+        handle = _run(analyze(options, on_event=progress), out_dir, progress)
+    finish(handle, view)
 
 
-def _run(coro: Any, out_dir: Path | None) -> RunHandle:
+def _run(coro: Any, out_dir: Path | None, progress: RunProgress | None = None) -> RunHandle:
     """Run the coroutine; a Ctrl-C that lands outside the episode (loading, writing) is
-    one line and exit code 130 (one inside it ends the episode: see ``finish``)."""
+    one line and exit code 130 (one inside it ends the episode: see ``finish``). The first
+    Ctrl-C says "stopping…" at once."""
+
+    def stopping() -> None:
+        if progress is not None:
+            progress.stopping()
+        else:
+            err.print("stopping…", highlight=False)
+
     try:
-        handle: RunHandle = run_interruptible(coro)
+        handle: RunHandle = run_interruptible(coro, stopping)
     except KeyboardInterrupt:
         where = f"; outputs so far in {console(out_dir)}" if out_dir is not None else ""
         err.print(f"interrupted{where}", highlight=False)

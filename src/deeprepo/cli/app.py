@@ -20,8 +20,11 @@ from deeprepo.report.text import console, visible
 app = typer.Typer(
     name="deeprepo",
     help="Analyse a code repository with a root LLM in a sandboxed REPL that delegates reading to "
-    "cheap sub-LLM workers. With no API key set, runs the offline engine (scripted root + static analyzers).",
+    "cheap sub-LLM workers. By default runs the offline engine (scripted root + static analyzers), "
+    "whatever API keys are set; --root/--sub choose a model-driven run.",
     no_args_is_help=True,
+    # -h everywhere: click hands help_option_names down to every subcommand's context.
+    context_settings={"help_option_names": ["-h", "--help"]},
     add_completion=False,
     pretty_exceptions_enable=False,
     epilog=exits.EXIT_CODES_HELP,
@@ -54,7 +57,7 @@ def _root(
 def _register() -> None:
     from deeprepo.cli import analyze_cmd
 
-    app.command("analyze")(analyze_cmd.analyze_command)
+    app.command("analyze", epilog=exits.EXIT_CODES_HELP)(analyze_cmd.analyze_command)
     app.command("baseline")(analyze_cmd.baseline_command)
     for module, attr, name in (
         ("deeprepo.cli.score_cmd", "score_command", "score"),

@@ -52,6 +52,7 @@ def compare_command(
     else:
         from rich.console import Console
 
+        from deeprepo.report.tables import show
+
         console = Console()
-        for renderable in render_rich(table):
-            console.print(renderable)
+        show(console, render_rich(table, console.width))

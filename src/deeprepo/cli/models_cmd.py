@@ -10,7 +10,8 @@ import typer
 from deeprepo.base.errors import UsageError
 from deeprepo.providers.catalog import ModelInfo, known_models
 from deeprepo.providers.prices import PriceTable
-from deeprepo.report.text import console
+from deeprepo.report.tables import Column, fit_table, show
+from deeprepo.report.text import visible
 
 _UNLISTED = "*"  # marks a cache price that is the input price (no separate rate listed)
 
@@ -28,6 +29,19 @@ def _source(m: ModelInfo) -> str:
     return "; ".join(parts)
 
 
+#: Names never cut, prices and the context window next, where each price came from last
+#: (the free text that wraps, and the first to go on a narrow terminal).
+_COLUMNS = (
+    Column("model", "name"),
+    Column("input"),
+    Column("output"),
+    Column("cache\nread"),
+    Column("cache\nwrite"),
+    Column("context", drop=2),
+    Column("source", "text", drop=1),
+)
+
+
 def _row(m: ModelInfo) -> list[str]:
     context = (
         "n/a"
@@ -37,13 +51,13 @@ def _row(m: ModelInfo) -> list[str]:
         else "unknown"
     )
     return [
-        console(m.name),
+        visible(m.name),
         _price(m.input),
         _price(m.output),
         _price(m.cache_read, m.cache_read_listed),
         _price(m.cache_write, m.cache_write_listed),
         context,
-        console(_source(m)),
+        visible(_source(m)),
     ]
 
 
@@ -71,15 +85,10 @@ def models_command(
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
     out = Console()
-    t = Table(title="Known models (USD per 1M tokens)")
-    for h in ("model", "input", "output", "cache read", "cache write", "context", "source"):
-        t.add_column(h, justify="left" if h in ("model", "source") else "right")
-    for r in rows:
-        t.add_row(*_row(r))
-    out.print(t)
+    title = "Known models (USD per 1M tokens)"
+    show(out, fit_table(_COLUMNS, [_row(r) for r in rows], out.width, title=title))
     if any(not (r.cache_read_listed and r.cache_write_listed) for r in rows):
         out.print(
             f"{_UNLISTED} no separate cache rate is listed: deeprepo bills those tokens at the "

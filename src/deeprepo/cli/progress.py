@@ -36,10 +36,16 @@ class RunProgress(Closing):
     """Feeds on Episode events: turn number, worker calls, files audited, findings."""
 
     def __init__(
-        self, console: Console, label: str, clock: Callable[[], float] = time.monotonic
+        self,
+        console: Console,
+        label: str,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        verbose: bool = False,
     ) -> None:
         self.console = console
         self.label = label
+        self.verbose = verbose
         self.clock = clock
         self.turn = 0
         self.max_turns = 0
@@ -65,6 +71,15 @@ class RunProgress(Closing):
         if status is not None:
             status.stop()
 
+    def stopping(self) -> None:
+        """Ctrl-C or SIGTERM: the spinner stops and one line says the run is winding down."""
+        self.close()
+        self.console.print(
+            "stopping… (writing what the run has; Ctrl-C again to stop at once)",
+            highlight=False,
+            markup=False,
+        )
+
     def eta_s(self) -> float | None:
         """Seconds until every file is audited, at the rate seen so far (None: unknown)."""
         if self._audit_t0 is None or self.audited <= self._audit_n0:
@@ -85,9 +100,29 @@ class RunProgress(Closing):
         parts += [f"worker calls {self.sub_calls}", f"findings {self.findings}"]
         return " · ".join(parts)
 
+    def _loaded(self, data: dict[str, Any]) -> None:
+        """The load summary: what was read, and what was left out and why."""
+        parts = [f"loaded {data['files']:,} files"]
+        if data.get("skipped"):
+            parts.append(f"{data['skipped']:,} skipped")
+        if data.get("ignored"):
+            parts.append(f"{data['ignored']:,} ignored by .gitignore")
+        runs = data.get("run_folders") or []
+        if runs:
+            shown = ", ".join(runs[:3]) + (f" and {len(runs) - 3:,} more" if len(runs) > 3 else "")
+            parts.append(
+                f"{len(runs):,} run folder(s) of deeprepo's own outputs left out ({shown})"
+            )
+        self.console.print(" · ".join(parts), highlight=False, markup=False, soft_wrap=True)
+        if self.verbose:
+            for note in data.get("notes") or []:
+                self.console.print(f"load note: {note}", highlight=False, markup=False)
+
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         plain_line = False
-        if kind == "turn_start":
+        if kind == "loaded":
+            self._loaded(data)
+        elif kind == "turn_start":
             self.turn, self.max_turns = data["turn"], data["max_turns"]
         elif kind == "sub_calls":
             self.sub_calls = data["count"]

@@ -18,6 +18,7 @@ from rich.text import Text
 from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.errors import DeeprepoError, UsageError
 from deeprepo.report.rundir import check_out_dir, make_out_dir
+from deeprepo.report.tables import Column, fit_table, show
 from deeprepo.report.text import console, one_line, visible
 from deeprepo.runlog import find_run, list_runs, log_path, open_log, process_gone, run_record
 from deeprepo.runlog.query import ledger_check
@@ -91,6 +92,22 @@ def _table(
     return table
 
 
+#: Names and the status are never cut; the time, then the turn and call counts go first
+#: when the terminal is narrow (`runs show` has them all).
+_LIST_COLUMNS = (
+    Column("id", "name"),
+    Column("when (UTC)", "name", drop=3),
+    Column("repo", "name"),
+    Column("root", "name"),
+    Column("sub", "name"),
+    Column("status", "name"),
+    Column("turns", drop=1),
+    Column("sub-calls", drop=2),
+    Column("findings"),
+    Column("cost"),
+)
+
+
 @runs_app.command("list")
 def list_command(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Show this many runs.")] = 20,
@@ -116,30 +133,22 @@ def list_command(
             highlight=False,
         )
         return
-    # Ids, times, statuses and figures never wrap; repository and model names fold.
-    texts = ("id", "when (UTC)", "repo", "root", "sub", "status")
-    table = _table(
-        (*texts, "turns", "sub-calls", "findings", "cost"), left=texts, padding=(0, 1, 0, 0)
-    )
-    for column in table.columns:
-        folds = column.header in ("repo", "root", "sub")
-        column.no_wrap, column.min_width = not folds, 3 if folds else None
-        if column.header not in texts:
-            column.overflow = "ellipsis"
-    for run in runs:
-        table.add_row(
-            _cell(run["id"]),
-            _cell(_when(run["started_at"], short=out.width < 120)),
-            _cell(Path(str(run.get("repo") or "")).name or run.get("repo")),
-            _cell(run.get("root_model")),
-            _cell(run.get("sub_model")),
-            _cell(_status(run)),
+    rows = [
+        [
+            visible(one_line(run["id"])),
+            _when(run["started_at"], short=out.width < 120),
+            visible(one_line(Path(str(run.get("repo") or "")).name or run.get("repo") or "")),
+            visible(one_line(run.get("root_model") or "")),
+            visible(one_line(run.get("sub_model") or "")),
+            visible(one_line(_status(run))),
             _num(run.get("turns")),
             _num(run.get("sub_calls")),
             _num(run.get("findings")),
             "" if run["status"] == "running" else _money(run.get("cost_usd")),
-        )
-    out.print(table)
+        ]
+        for run in runs
+    ]
+    show(out, fit_table(_LIST_COLUMNS, rows, out.width))
     if any(run["process_gone"] for run in runs):
         err.print(
             "running (process gone): the run was killed or crashed before it ended; "

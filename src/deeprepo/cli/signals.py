@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
+from types import FrameType
 from typing import Any, TypeVar
 
 __all__ = ["run_interruptible"]
@@ -21,10 +22,20 @@ __all__ = ["run_interruptible"]
 T = TypeVar("T")
 
 
-def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
+def run_interruptible(coro: Coroutine[Any, Any, T], on_stop: Callable[[], None] | None = None) -> T:
     """``asyncio.run(coro)``, where SIGTERM cancels ``coro``'s task as Ctrl-C does, and a
-    cancellation it causes that escapes ``coro`` is raised as KeyboardInterrupt."""
+    cancellation it causes that escapes ``coro`` is raised as KeyboardInterrupt.
+
+    ``on_stop`` is called once, at once, on the first Ctrl-C or SIGTERM (the command says
+    "stopping…" while the work winds down and writes what it has)."""
     terminated = False
+    told = False
+
+    def tell() -> None:
+        nonlocal told
+        if on_stop is not None and not told:
+            told = True
+            on_stop()
 
     async def main() -> T:
         nonlocal terminated
@@ -34,6 +45,7 @@ def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
         def on_sigterm() -> None:
             nonlocal terminated
             terminated = True
+            tell()
             if task is not None:
                 task.cancel()
 
@@ -42,9 +54,24 @@ def run_interruptible(coro: Coroutine[Any, Any, T]) -> T:
             installed = True
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             installed = False
+        # asyncio's runner has installed its SIGINT handler (first Ctrl-C cancels the task,
+        # the second raises): it is wrapped, so the line comes before the winding down.
+        runner_sigint = signal.getsignal(signal.SIGINT) if installed else None
+        wrapped = False
+        if on_stop is not None and callable(runner_sigint):
+            forward = runner_sigint
+
+            def on_sigint(signum: int, frame: FrameType | None) -> None:
+                tell()
+                forward(signum, frame)
+
+            signal.signal(signal.SIGINT, on_sigint)
+            wrapped = True
         try:
             return await coro
         finally:
+            if wrapped:
+                signal.signal(signal.SIGINT, runner_sigint)
             if installed:
                 loop.remove_signal_handler(signal.SIGTERM)
 

@@ -37,6 +37,7 @@ from deeprepo.codebase.languages import (
 )
 from deeprepo.codebase.model import Codebase, CodebaseMetadata, SkippedFile
 from deeprepo.codebase.revision import read_revision
+from deeprepo.codebase.runfolders import RunFolders
 from deeprepo.codebase.scope import classify_scope, count_scopes
 from deeprepo.codebase.tree import build_tree
 
@@ -45,9 +46,9 @@ __all__ = ["load_codebase"]
 #: Per-file notes (e.g. decoded with replacement) beyond this many are summarised in one line.
 MAX_FILE_NOTES = 50
 
-# (prefix, outer, rules): a path under ``prefix`` is matched as ``outer + rest``; ``outer`` is
-# non-empty only for ignore files in directories above the root (inside the same repository).
-_Specs = tuple[tuple[str, str, IgnoreRules], ...]
+# (prefix, rules): the rules of the ignore file in directory ``prefix``, matched against the
+# rest of a path below it.
+_Specs = tuple[tuple[str, IgnoreRules], ...]
 
 #: Ignore files bigger than this are not applied (a note says so): real ones are a few KB.
 MAX_IGNORE_FILE_BYTES = 1_000_000
@@ -63,6 +64,7 @@ def load_codebase(
     rev: str | None = None,
     max_file_bytes: int = 1_000_000,
     respect_gitignore: bool = True,
+    exclude: Iterable[str | Path] = (),
 ) -> Codebase:
     """Load the text files under ``path`` (or its git revision ``rev``) into a :class:`Codebase`.
 
@@ -71,7 +73,12 @@ def load_codebase(
         rev: a commit, branch or tag to read from git instead of the files on disk. A commit
             holds only tracked files, so ``.gitignore`` rules do not apply to it.
         max_file_bytes: files larger than this are skipped and listed as ``too-large``.
-        respect_gitignore: apply ``.gitignore`` files (root and nested) and ``.git/info/exclude``.
+        respect_gitignore: apply the root's own ``.gitignore`` files (the root's and nested
+            ones) and, when the root is a repository's top, its ``.git/info/exclude``. Ignore
+            files above the root never apply: a repository inside a git-ignored folder of
+            another loads whole.
+        exclude: directories never loaded (a run's ``--out``, the default runs folder);
+            deeprepo's run folders are skipped wherever they are (:mod:`.runfolders`).
 
     Raises:
         CodebaseError: the path is missing, is a file, holds no loadable text, or ``rev`` is bad.
@@ -90,28 +97,27 @@ def load_codebase(
     root = Path(os.path.realpath(root))
 
     acc = Accumulator(max_file_bytes)
+    runs = RunFolders(exclude)
     revision: str | None = None
     if rev is None:
-        _walk_directory(acc, str(root), respect_gitignore)
+        _walk_directory(acc, str(root), respect_gitignore, runs)
         _settle_hard_links(acc)
     else:
         revision = read_revision(acc, root, rev)
+    run_note = runs.note()
+    if run_note is not None:
+        acc.notes.append(run_note)
     if not acc.files:
-        raise CodebaseError(_empty_message(path, acc))
-    return _assemble(root.name or str(root), acc, revision)
+        raise CodebaseError(_empty_message(path, acc, len(runs.skipped)))
+    return _assemble(root.name or str(root), acc, revision, runs.skipped)
 
 
 # ---------------------------------------------------------------------------- directory walk
 
 
-def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool) -> None:
+def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: RunFolders) -> None:
     """Walk ``root`` with ``os.scandir`` (an explicit stack, so depth is unbounded)."""
-    try:
-        specs = _enclosing_specs(acc, root) if respect_gitignore else ()
-    except _RootIgnored:  # as git sees it, every path below is ignored
-        with os.scandir(root) as it:
-            acc.ignored += sum(entry.name not in VCS_DIRS for entry in it)
-        return
+    specs = _own_specs(acc, root) if respect_gitignore else ()
     stack: list[tuple[str, str, _Specs]] = [("", root, specs)]
     top = os.stat(root)
     # No symlink is followed, but mounts can loop.
@@ -128,12 +134,14 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool) -> Non
                 ) from exc
             acc.skip(prefix, f"unreadable: {os_reason(exc)}")
             continue
+        if runs.holds_run(prefix, {entry.name for entry in entries}):
+            continue
         if respect_gitignore:
             for entry in entries:
                 if entry.name == ".gitignore" and entry.is_file(follow_symlinks=False):
                     spec = _compile_ignore(acc, entry.path, prefix + ".gitignore")
                     if spec is not None:
-                        specs = (*specs, (prefix, "", spec))
+                        specs = (*specs, (prefix, spec))
                     break
         for entry in entries:
             name = entry.name
@@ -149,6 +157,8 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool) -> Non
                 elif entry.is_dir(follow_symlinks=False):
                     if name in JUNK_DIRS:
                         acc.skip(rel + "/", "junk-directory")
+                    elif runs.named(rel, entry.path, name):
+                        pass  # deeprepo's own outputs: listed in a note of their own
                     elif specs and _ignored(specs, rel, True):
                         acc.ignored += 1
                     else:
@@ -261,47 +271,15 @@ def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
     return b"".join(chunks)
 
 
-def _enclosing_specs(acc: Accumulator, root: str) -> _Specs:
-    """Ignore rules that reach ``root`` from its repository: ``.git/info/exclude`` and the
-    ``.gitignore`` files of the directories between the repository's top and ``root``."""
-    top = root
-    while not os.path.exists(os.path.join(top, ".git")):
-        parent = os.path.dirname(top)
-        if parent == top:  # not inside a repository: only the root's own files apply
-            return ()
-        top = parent
-    inner = os.path.relpath(root, top).replace(os.sep, "/")
-    outer = "" if inner == "." else inner + "/"
-    specs: list[tuple[str, str, IgnoreRules]] = []
-    git_dir = os.path.join(top, ".git")
-    exclude = None
-    if os.path.isdir(git_dir) and not os.path.islink(git_dir):  # not a `.git` file or link
-        exclude = _compile_ignore(acc, os.path.join(git_dir, "info", "exclude"), "exclude")
-    if exclude is not None:
-        specs.append(("", outer, exclude))
-    parts = outer.split("/")[:-1]
-    depths = [0] if exclude is not None else []  # the directory each file's rules start at
-    for depth in range(len(parts)):  # the top itself down to root's parent
-        here = os.path.join(top, *parts[:depth], ".gitignore")
-        spec = _compile_ignore(acc, here, here)
-        if spec is not None:
-            specs.append(("", "/".join(parts[depth:]) + "/", spec))
-            depths.append(depth)
-    # The walk never enters an ignored directory; the ones between the top and root are not
-    # walked, so they are checked here, from the top down, deepest ignore file first.
-    for end in range(1, len(parts) + 1):
-        for (_, _, rules), depth in zip(reversed(specs), reversed(depths), strict=True):
-            if depth < end:
-                decision = rules.match("/".join(parts[depth:end]), True)
-                if decision is not None:
-                    if decision:
-                        raise _RootIgnored
-                    break
-    return tuple(specs)
-
-
-class _RootIgnored(Exception):
-    """The root, or a directory above it in its repository, is ignored."""
+def _own_specs(acc: Accumulator, root: str) -> _Specs:
+    """``.git/info/exclude`` when ``root`` is the top of its repository. Ignore rules of an
+    enclosing repository are not the target's: a project generated into (or cloned into) a
+    git-ignored folder of another must still load, so only the root's own files apply."""
+    git_dir = os.path.join(root, ".git")
+    if not os.path.isdir(git_dir) or os.path.islink(git_dir):  # not a `.git` file or link
+        return ()
+    exclude = _compile_ignore(acc, os.path.join(git_dir, "info", "exclude"), "exclude")
+    return () if exclude is None else (("", exclude),)
 
 
 def _compile_ignore(acc: Accumulator, abs_path: str, rel: str) -> IgnoreRules | None:
@@ -351,8 +329,8 @@ def _compile_ignore(acc: Accumulator, abs_path: str, rel: str) -> IgnoreRules | 
 
 def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool:
     """Git's rule: the deepest ignore file with a matching pattern decides, last match wins."""
-    for prefix, outer, rules in reversed(specs):
-        decision = rules.match(outer + rel[len(prefix) :], is_dir)
+    for prefix, rules in reversed(specs):
+        decision = rules.match(rel[len(prefix) :], is_dir)
         if decision is not None:
             return decision
     return False
@@ -369,6 +347,8 @@ def codebase_from_files(
     skipped: Iterable[SkippedFile] = (),
     notes: Iterable[str] = (),
     revision: str | None = None,
+    ignored: int = 0,
+    run_folders: Iterable[str] = (),
 ) -> Codebase:
     """A :class:`Codebase` of in-memory files with the metadata the loader computes
     (generated tasks, tests). ``lines`` may be passed when already counted.
@@ -400,6 +380,8 @@ def codebase_from_files(
         notes=[escape_name(n) for n in notes],
         revision=revision,
         scopes=count_scopes(scopes),
+        ignored=ignored,
+        run_folders=sorted(escape_name(p) for p in run_folders),
     )
     return Codebase(
         files=ordered,
@@ -409,7 +391,9 @@ def codebase_from_files(
     )
 
 
-def _assemble(root_name: str, acc: Accumulator, revision: str | None) -> Codebase:
+def _assemble(
+    root_name: str, acc: Accumulator, revision: str | None, run_folders: list[str]
+) -> Codebase:
     notes = list(acc.notes)
     acc.file_notes.sort()  # the walk's order depends on the file system
     notes.extend(acc.file_notes[:MAX_FILE_NOTES])
@@ -425,20 +409,24 @@ def _assemble(root_name: str, acc: Accumulator, revision: str | None) -> Codebas
         skipped=acc.skipped,
         notes=notes,
         revision=revision,
+        ignored=acc.ignored,
+        run_folders=run_folders,
     )
 
 
-def _empty_message(path: str | Path, acc: Accumulator) -> str:
+def _empty_message(path: str | Path, acc: Accumulator, run_folders: int = 0) -> str:
     kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
     parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
     detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
     if acc.ignored:
         detail += f"; {acc.ignored} ignored by .gitignore"
+    if run_folders:
+        detail += f"; {run_folders} run folder(s) of deeprepo's own outputs left out"
     hints = ["pass the directory that holds the source code"]
     if kinds.get("too-large"):
         hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
     if kinds.get("hard-link"):
         hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
     if acc.ignored:
-        hints.append("or set respect_gitignore=False")
+        hints.append("or pass --no-gitignore (respect_gitignore=False)")
     return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)

@@ -27,6 +27,8 @@ class CodebaseMetadata:
     notes: list[str] = field(default_factory=list)  # e.g. "decoded with replacement: a.txt"
     revision: str | None = None
     scopes: dict[str, int] = field(default_factory=dict)  # scope -> file count (codebase.scope)
+    ignored: int = 0  # paths that matched the root's .gitignore rules, not loaded
+    run_folders: list[str] = field(default_factory=list)  # deeprepo's own outputs, not loaded
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -187,7 +187,8 @@ def _header(ctx: ReportContext) -> list[str]:
     if ctx.offline:
         out += [
             "> Offline engine: a scripted root policy and built-in analyzers, no LLM was called. "
-            "Set ANTHROPIC_API_KEY / OPENROUTER_API_KEY / OPENAI_API_KEY (or pass --root/--sub) for a model-driven run.",
+            "Pass --root/--sub (a key in the environment alone never chooses one) for a "
+            "model-driven run.",
             "",
         ]
     return out

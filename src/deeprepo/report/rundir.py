@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from deeprepo.base.errors import UsageError
+from deeprepo.codebase.runfolders import RUNS_DIR_NAME
 
-RUNS_DIR = Path("deeprepo-runs")
+RUNS_DIR = Path(RUNS_DIR_NAME)
 
 
 def check_out_dir(path: Path, flag: str = "--out") -> None:

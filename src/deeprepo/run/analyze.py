@@ -38,7 +38,9 @@ from deeprepo.run.options import (
     AnalyzeOptions,
     RunHandle,
     default_out_dir,
+    effective_limits,
     options_record,
+    own_outputs,
     resolve_specs,
     validate,
 )
@@ -120,7 +122,14 @@ class _Plan:
 def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
     validate(options)
     root_spec, sub_spec = resolve_specs(options)
-    codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
+    options = replace(options, limits=effective_limits(options.limits, root_spec, sub_spec))
+    codebase = load_codebase(
+        options.path,
+        rev=options.rev,
+        max_file_bytes=options.max_file_bytes,
+        respect_gitignore=options.gitignore,
+        exclude=own_outputs(options.out_dir),
+    )
     fingerprint = codebase_fingerprint(codebase)
     if saved is not None:
         saved.check_codebase(fingerprint)
@@ -170,9 +179,11 @@ async def _analyze(
     recorder: RunRecorder,
 ) -> RunHandle:
     plan = _plan(options, saved)
+    options = plan.options  # with the limits the run goes by (a paid run's default cap)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
+        on_event("loaded", _load_summary(plan.codebase))
         on_event("audit_start", {"files": len(audit_paths)})
         wiring.dispatcher.on_answer = _audit_progress(set(audit_paths), on_event)
     sandbox_mode, sandbox_note = mode_for_root(
@@ -299,6 +310,18 @@ def _log_start(
         system_prompt=system_prompt,
         first_user_message=first_message,
     )
+
+
+def _load_summary(codebase: Codebase) -> dict[str, Any]:
+    """What the load read and left out (names already escaped by the loader)."""
+    meta = codebase.metadata
+    return {
+        "files": meta.files,
+        "skipped": len(meta.skipped),
+        "ignored": meta.ignored,
+        "run_folders": list(meta.run_folders),
+        "notes": list(meta.notes),
+    }
 
 
 def _ledger_rows(ledger: Ledger) -> list[UsageRowDict]:

@@ -37,7 +37,7 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.run.models import build_model
-from deeprepo.run.options import RunHandle, check_dir, check_file, default_out_dir
+from deeprepo.run.options import RunHandle, check_dir, check_file, default_out_dir, own_outputs
 from deeprepo.run.wiring import CallSettings, RunLimits, at_least, cache_for, meter
 from deeprepo.runlog.recorder import RunRecorder
 
@@ -202,7 +202,12 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
 async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunHandle:
     validate(options)
     spec = parse_model_spec(options.model, options.base_url)
-    codebase = load_codebase(options.path, rev=options.rev, max_file_bytes=options.max_file_bytes)
+    codebase = load_codebase(
+        options.path,
+        rev=options.rev,
+        max_file_bytes=options.max_file_bytes,
+        exclude=own_outputs(options.out_dir),
+    )
     prices = PriceTable.load(options.prices_file)
     window = options.context_tokens or prices.context_window(spec.name) or DEFAULT_CONTEXT_TOKENS
     budget_chars = max(

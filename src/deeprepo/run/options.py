@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,21 +17,30 @@ from deeprepo.codebase.model import Codebase
 from deeprepo.orchestrator.audit import parse_scopes
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.prices import PriceTable
-from deeprepo.providers.spec import ModelSpec, parse_model_spec
-from deeprepo.report.rundir import check_out_dir, new_run_dir
+from deeprepo.providers.registry import OFFLINE_MODELS
+from deeprepo.providers.spec import REMOTE_PROVIDERS, ModelSpec, parse_model_spec
+from deeprepo.report.rundir import RUNS_DIR, check_out_dir, new_run_dir
 from deeprepo.run.models import default_models
 from deeprepo.run.wiring import RunLimits, at_least
 
 __all__ = [
+    "DEFAULT_MAX_COST",
     "AnalyzeOptions",
     "RunHandle",
     "check_dir",
     "check_file",
     "default_out_dir",
+    "effective_limits",
     "options_record",
+    "own_outputs",
+    "plan_line",
     "resolve_specs",
     "validate",
 ]
+
+#: The spend cap (USD) of a model-driven run given no ``--max-cost``: a run that calls paid
+#: models always has a cap, and the first console line names it.
+DEFAULT_MAX_COST = 2.0
 
 SANDBOX_MODES = ("auto", "bwrap", "process")
 
@@ -58,6 +67,7 @@ class AnalyzeOptions:
     include_scopes: tuple[str, ...] = ()  # audit only these scopes (default: all but docs)
     exclude_scopes: tuple[str, ...] = ()  # and not these
     run_log: bool = True  # record the run in the run log (``deeprepo runs``); --no-log
+    gitignore: bool = True  # apply the target's own .gitignore files; --no-gitignore
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -111,16 +121,64 @@ def validate(options: AnalyzeOptions) -> None:
         raise UsageError("--sandbox must be auto, bwrap or process")
 
 
+def _calls_out(spec: ModelSpec) -> bool:
+    """True for a model behind a provider's API: paid, and needing a key."""
+    return spec.provider in REMOTE_PROVIDERS
+
+
 def resolve_specs(options: AnalyzeOptions) -> tuple[ModelSpec, ModelSpec]:
-    """The root and sub-model specs: as given, else the defaults for the keys present."""
-    default_root, default_sub = default_models(options.env)
-    root = parse_model_spec(options.root or default_root, options.root_base_url)
-    sub = parse_model_spec(options.sub or default_sub, options.sub_base_url)
+    """The root and sub-model specs.
+
+    With neither ``--root`` nor ``--sub`` (nor a base URL) the run is the offline engine,
+    whatever keys the environment holds: a key never turns the default into a paid run.
+    When one side is chosen and calls a provider's API, the other follows the keys present
+    (:func:`default_models`); when the chosen side runs on this machine (built in, local), the
+    other is the offline engine's.
+    """
+    offline_root, offline_sub = OFFLINE_MODELS
+    keyed_root, keyed_sub = default_models(options.env)
+    root_given = options.root is not None or options.root_base_url is not None
+    sub_given = options.sub is not None or options.sub_base_url is not None
+    root = (
+        parse_model_spec(options.root or keyed_root, options.root_base_url) if root_given else None
+    )
+    sub = parse_model_spec(options.sub or keyed_sub, options.sub_base_url) if sub_given else None
+    if root is None:
+        root = parse_model_spec(keyed_root if sub is not None and _calls_out(sub) else offline_root)
+    if sub is None:
+        sub = parse_model_spec(keyed_sub if _calls_out(root) else offline_sub)
     return root, sub
+
+
+def effective_limits(limits: RunLimits, root: ModelSpec, sub: ModelSpec) -> RunLimits:
+    """The limits a run goes by: a run that calls a provider's API gets
+    :data:`DEFAULT_MAX_COST` when no ``--max-cost`` was given."""
+    if limits.max_cost is not None or not (_calls_out(root) or _calls_out(sub)):
+        return limits
+    return replace(limits, max_cost=DEFAULT_MAX_COST)
+
+
+def plan_line(root: ModelSpec, sub: ModelSpec, limits: RunLimits) -> str:
+    """The first console line of a run: its models and what it may spend."""
+    if root.is_builtin and sub.is_builtin:
+        spend = "offline, no API calls, cost $0"
+    elif not (_calls_out(root) or _calls_out(sub)):
+        spend = "models on this machine, no API calls, cost $0"
+    elif limits.max_cost is None:
+        spend = "no cost cap"
+    else:
+        spend = f"cost cap ${limits.max_cost:.2f} (--max-cost)"
+    return f"root {root.name} · sub {sub.name} · {spend}"
 
 
 def default_out_dir(codebase_root: str, now: datetime | None = None) -> Path:
     return new_run_dir(Path(codebase_root).name or "repo", now)
+
+
+def own_outputs(out_dir: Path | None) -> list[Path]:
+    """The folders a run's load must never read: its ``--out`` and the default runs folder
+    (both may sit inside the repository; a run folder elsewhere is known by its files)."""
+    return [RUNS_DIR.absolute(), *([out_dir.absolute()] if out_dir is not None else [])]
 
 
 #: The limits' fields as recorded in a run folder (flat, beside the other options; the

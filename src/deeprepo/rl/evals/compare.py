@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.records import Behaviour
-from deeprepo.report.text import console as console_text
-from deeprepo.report.text import md_text
+from deeprepo.report.text import md_text, visible
 from deeprepo.rl.env.reward import zero_delegation
 from deeprepo.rl.evals.results import RESULTS_FILENAME, RolloutResult
 from deeprepo.rl.evals.stats import (
@@ -359,32 +358,36 @@ def render_markdown(table: ComparisonTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_rich(table: ComparisonTable) -> list[RenderableType]:
-    """Rich renderables: the runs table, the deltas table, one warning line per weak pair."""
-    from rich.table import Table
+def render_rich(table: ComparisonTable, width: int = 80) -> list[RenderableType]:
+    """Rich renderables for a console ``width`` wide: the runs table, the behaviour and
+    deltas tables, one warning line per weak pair. Labels are never cut (see
+    :func:`deeprepo.report.tables.fit_table`)."""
     from rich.text import Text
 
-    runs = Table(title="Runs")
-    for h in _RUN_HEADERS:
-        runs.add_column(h, justify="left" if h == "run" else "right")
-    for r in table.runs:
-        runs.add_row(*_run_row(r))
-    out: list[RenderableType] = [runs]
-    rows = [row for r in table.runs if (row := _behaviour_row(r, console_text)) is not None]
+    from deeprepo.report.tables import Column, fit_table
+
+    def figures(headers: list[str], first: str = "name") -> list[Column]:
+        return [Column(headers[0], first), *(Column(h) for h in headers[1:])]
+
+    out: list[RenderableType] = fit_table(
+        figures(_RUN_HEADERS),
+        [[visible(c) for c in _run_row(r)] for r in table.runs],
+        width,
+        title="Runs",
+    )
+    rows = [row for r in table.runs if (row := _behaviour_row(r, visible)) is not None]
     if rows:
-        behaviour = Table(title="Behaviour (means per rollout)")
-        for h in _BEHAVIOUR_HEADERS:
-            behaviour.add_column(h, justify="left" if h.startswith(("run", "behav")) else "right")
-        for row in rows:
-            behaviour.add_row(*row)
-        out.append(behaviour)
+        columns = figures(_BEHAVIOUR_HEADERS)
+        columns[1] = Column(_BEHAVIOUR_HEADERS[1], "text")
+        out += fit_table(columns, rows, width, title="Behaviour (means per rollout)")
     if table.pairs:
-        deltas = Table(title="Differences (b − a)")
-        for h in _PAIR_HEADERS:
-            deltas.add_column(h.replace("95%", f"{table.pairs[0].level:.0%}"), justify="right")
-        for p in table.pairs:
-            deltas.add_row(*_pair_row(p), style="yellow" if p.warning else None)
-        out.append(deltas)
+        headers = [h.replace("95%", f"{table.pairs[0].level:.0%}") for h in _PAIR_HEADERS]
+        out += fit_table(
+            figures(headers),
+            [[visible(c) for c in _pair_row(p)] for p in table.pairs],
+            width,
+            title="Differences (b − a)",
+        )
     out += [
         Text(f"warning: {p.a} → {p.b}: {p.warning}", style="yellow")
         for p in table.pairs
