@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -272,7 +273,7 @@ def analyze_command(
             overrides["path"] = path
         if not resume.is_dir():
             raise UsageError(f"--resume {resume} is not a directory; pass a run's --out directory")
-        validate(options_from_record(load_run(resume), {}, overrides))
+        validate(options_from_record(load_run(resume), os.environ, overrides))
         with RunProgress(err, "resume") as progress:
             handle = _run(resume_run(resume, overrides=overrides, on_event=progress), resume)
         finish(handle)

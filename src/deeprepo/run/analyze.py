@@ -43,6 +43,7 @@ from deeprepo.run.options import (
     validate,
 )
 from deeprepo.run.resume import SavedRun, load_run, options_from_record
+from deeprepo.run.trust import SEAL_FIELD, seal
 from deeprepo.run.wiring import CallSettings, Wiring, cache_for, wire
 from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.isolation import mode_for_root
@@ -294,6 +295,8 @@ def _log_start(
         max_sub_calls=options.limits.max_sub_calls,
         codebase_sha256=plan.fingerprint,
         options=record,
+        # this user's mark that the options are theirs: --resume trusts only sealed ones
+        **{SEAL_FIELD: seal(record, options.env)},
         # what the root is sent first: `deeprepo export sft` rebuilds the exact
         # conversation from these and the turns
         system_prompt=system_prompt,

@@ -29,6 +29,7 @@ from deeprepo.base.records import Turn
 from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 from deeprepo.run.options import LIMIT_FIELDS, AnalyzeOptions
+from deeprepo.run.trust import GUARDED_OPTIONS, narrowed_limits, refuse_foreign, sealed
 from deeprepo.run.wiring import RunLimits
 
 __all__ = ["FIXED_OPTIONS", "SavedRun", "load_run", "options_from_record"]
@@ -64,7 +65,8 @@ class SavedRun:
     def check_codebase(self, fingerprint: str) -> None:
         """Refuse to replay code against a repository that changed since the run."""
         recorded = self.start.get("codebase_sha256")
-        if recorded and recorded != fingerprint:
+        # A record without one could name any folder (the user's home) as its repository.
+        if recorded != fingerprint:
             raise UsageError(
                 f"the repository at {self.start.get('path')} changed since the run in "
                 f"{self.run_dir} started, so its turns cannot be replayed; start a new run "
@@ -173,14 +175,27 @@ def options_from_record(
     saved: SavedRun, env: Mapping[str, str], overrides: Mapping[str, Any] | None = None
 ) -> AnalyzeOptions:
     """The run's options from its start record; ``overrides`` (budgets, timeouts, base
-    URLs …) replace recorded values, except :data:`FIXED_OPTIONS`, which must match."""
+    URLs …) replace recorded values, except :data:`FIXED_OPTIONS`, which must match.
+
+    A folder without this user's seal (see :mod:`deeprepo.run.trust`) may not choose an
+    endpoint, a provider, a path or the sandbox: each must be what this command would
+    choose or be passed explicitly (else :class:`UsageError` names it), and its limits
+    hold only where they are tighter than the defaults."""
     recorded: dict[str, Any] = dict(saved.start["options"])
     known = ({f.name for f in fields(AnalyzeOptions)} | set(LIMIT_FIELDS)) - {"env", "limits"}
     kwargs = {k: v for k, v in recorded.items() if k in known}
+    trusted = sealed(saved.start, env)
+    if not trusted:
+        refuse_foreign(recorded, overrides or {}, env, f"the run folder {saved.run_dir}")
+        kwargs.update(narrowed_limits(recorded))
+        for name, _flag in GUARDED_OPTIONS:  # nothing recorded: this command's default
+            if kwargs.get(name) is None:
+                kwargs.pop(name, None)
     for name, value in (overrides or {}).items():
         if name not in known:
             raise UsageError(f"--resume cannot set {name!r}")
-        if name in FIXED_OPTIONS:
+        # A foreign folder's path is another machine's: the fingerprint proves the code.
+        if name in FIXED_OPTIONS and (trusted or name != "path"):
             same = (
                 os.path.abspath(str(value)) == os.path.abspath(str(recorded.get(name)))
                 if name in ("path", "out_dir")
