@@ -15,7 +15,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from deeprepo.base.errors import DeeprepoError
+from deeprepo.base.errors import UsageError
 
 __all__ = [
     "UnsafePathError",
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-class UnsafePathError(DeeprepoError):
+class UnsafePathError(UsageError):
     """A folder or file deeprepo would trust could have been planted or changed by
     someone else; the message names it and the fix."""
 

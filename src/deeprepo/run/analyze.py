@@ -158,8 +158,8 @@ def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, Respo
         prices=PriceTable.load(options.prices_file),
         calls=calls,
         ledger=ledger,
-        root_cache=cache_for(plan.root_spec, cache),
-        sub_cache=cache_for(plan.sub_spec, cache),
+        root_cache=cache_for(plan.root_spec, cache, options.env),
+        sub_cache=cache_for(plan.sub_spec, cache, options.env),
     )
     return wiring, sub_model, cache
 
