@@ -124,7 +124,7 @@ def test_resume_of_a_colleagues_folder_runs_once_the_repository_is_named(tmp_pat
     (which must then be the very code the run saw), and limits it would widen are not taken."""
     fingerprint = codebase_fingerprint(load_codebase(str(EXAMPLE)))
     options = _offline_options("/home/colleague/src/vulnapi", max_turns=10_000,
-                               max_sub_calls=10**9, max_cost=0.5)  # fmt: skip
+                               max_sub_calls=10**9, max_cost=0.5, max_file_bytes=10**12)  # fmt: skip
     run = _plant_run(tmp_path / "run", options, codebase_sha256=fingerprint)
     r = run_cli("analyze", "--resume", str(run))
     assert r.returncode == 2 and "path is '/home/colleague/src/vulnapi' there" in r.stderr
@@ -139,7 +139,31 @@ def test_resume_of_a_colleagues_folder_runs_once_the_repository_is_named(tmp_pat
     used = resumed["options"]
     assert used["path"] == str(EXAMPLE) and used["sandbox"] == "auto"
     assert (used["max_turns"], used["max_sub_calls"], used["max_cost"]) == (20, 2000, 0.5)
+    assert used["max_file_bytes"] == 1_000_000
     assert (run / "report.md").is_file()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("row", "why"),
+    [
+        ({"cost_usd": -1000.0}, "cost_usd must be a number >= 0"),  # would lift --max-cost
+        ({"cost_usd": float("nan")}, "cost_usd must be a number >= 0"),  # would disable it
+        ({"calls": 10**12}, "records 1,000,000,000,000 model calls"),  # rebuilt one by one
+    ],
+)
+def test_a_planted_ledger_cannot_lift_the_budget_or_hang_the_resume(
+    tmp_path: Path, row: dict[str, Any], why: str
+) -> None:
+    run = _plant_run(tmp_path / "run", _offline_options(str(EXAMPLE)))
+    ledger = [{"role": "sub", "model": "static", "calls": 1, **row}]
+    end = {"type": "end", "stop_reason": "budget", "ledger": ledger}
+    with (run / "trajectory.jsonl").open("a") as fh:
+        fh.write(json.dumps(end) + "\n")  # NaN is written as the bare word Python reads back
+    r = run_cli("analyze", str(EXAMPLE), "--resume", str(run), "--max-cost", "1")
+    assert r.returncode == 2, r.stderr
+    (line,) = _error_lines(r.stderr)
+    assert why in line
 
 
 # --- 3. the response cache ------------------------------------------------------------------

@@ -46,6 +46,8 @@ FIXED_OPTIONS = (
     "exclude_scopes",
 )
 _PATH_OPTIONS = ("cache_dir", "out_dir", "prices_file")
+#: More calls than a run records (each is rebuilt in memory on resume): an edited folder.
+MAX_RECORDED_CALLS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,12 @@ def load_run(run_dir: Path) -> SavedRun:
             ended = None
         if kind in ("turn", "end") and isinstance(record.get("ledger"), list):
             ledger = [_usage_row(row, path) for row in record["ledger"] if isinstance(row, dict)]
+    recorded_calls = sum(row.calls + row.failed_requests for row in ledger)
+    if recorded_calls > MAX_RECORDED_CALLS:
+        raise UsageError(
+            f"{path} records {recorded_calls:,} model calls, more than any run makes; it was "
+            "edited, so it cannot be resumed: start a new run"
+        )
     if ended is not None and ended.get("stop_reason") == "answer_ready":
         raise UsageError(
             f"the run in {run_dir} already finished with an answer; its report is "

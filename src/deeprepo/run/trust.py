@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from deeprepo.local.paths import data_home
 from deeprepo.providers.cache import default_cache_dir
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.run.models import default_models
+from deeprepo.run.options import AnalyzeOptions
 from deeprepo.run.wiring import RunLimits
 
 __all__ = ["GUARDED_OPTIONS", "SEAL_FIELD", "narrowed_limits", "refuse_foreign", "seal", "sealed"]
@@ -131,11 +133,17 @@ def refuse_foreign(
 def narrowed_limits(recorded: Mapping[str, Any]) -> dict[str, Any]:
     """The recorded limits of a foreign folder where they are tighter than the defaults;
     the defaults where the folder would widen them (or holds something else)."""
-    defaults = RunLimits()
+    # The file size cap too: a huge one would make the loader hold the user's big files.
+    defaults = {**vars(RunLimits()), "max_file_bytes": AnalyzeOptions.max_file_bytes}
     out: dict[str, Any] = {}
-    for name, default in vars(defaults).items():
+    for name, default in defaults.items():
         value = recorded.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
             out[name] = default
         elif default is None or value < default:
             out[name] = type(default)(value) if default is not None else value
