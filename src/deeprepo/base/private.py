@@ -62,12 +62,15 @@ def _check(path: Path, st: os.stat_result, what: str, bad_bits: int, why: str) -
 
 def check_shared_dir(path: Path, what: str) -> None:
     """Refuse a folder whose files deeprepo trusts when it is a link, another user's, or
-    writable by group or others. A folder that does not exist yet passes."""
+    writable by others, or by a group other than the user's own (with a umask of 002, as on
+    systems with a private group per user, deeprepo's own folders are group-writable). A
+    folder that does not exist yet passes."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    _check(path, st, what, stat.S_IWGRP | stat.S_IWOTH, "folder")
+    own_group = hasattr(os, "getgid") and st.st_gid == os.getgid()
+    _check(path, st, what, stat.S_IWOTH | (0 if own_group else stat.S_IWGRP), "folder")
 
 
 def check_private_dir(path: Path, what: str) -> None:

@@ -119,6 +119,7 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self.rejected = 0  # entries read but not trusted (another origin, malformed)
+        self._made = False  # the directory was made (or found) and checked by a put
         check_shared_dir(self.directory, "the response cache")
 
     def bound(
@@ -171,7 +172,12 @@ class ResponseCache:
         """Store a reply; the write is atomic (temp file + rename)."""
         origin = self.origin or _origin_of(model_name)
         path = self.path_for(cache_key(model_name, request, origin))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not self._made:
+            # Made private if new; checked again, as someone could have made it since.
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            check_shared_dir(self.directory, "the response cache")
+            self._made = True
+        path.parent.mkdir(exist_ok=True)
         data = {
             "v": _FORMAT,
             "origin": {

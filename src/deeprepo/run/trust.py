@@ -18,11 +18,12 @@ import json
 import math
 import os
 import secrets
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from deeprepo.base.errors import UsageError
-from deeprepo.base.private import private_dir, read_private, write_private
+from deeprepo.base.private import UnsafePathError, private_dir, read_private, write_private
 from deeprepo.local.paths import data_home
 from deeprepo.providers.cache import default_cache_dir
 from deeprepo.providers.spec import parse_model_spec
@@ -72,7 +73,12 @@ def seal(options: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     read-only data home): such a folder resumes as a foreign one would."""
     try:
         key = _key(env, create=True)
-    except OSError:
+    except (OSError, UnsafePathError) as exc:
+        warnings.warn(
+            f"this run's folder is not sealed ({exc}), so --resume will ask for its "
+            "repository and models again",
+            stacklevel=2,
+        )
         return None
     return None if key is None else _digest(key, options)
 
