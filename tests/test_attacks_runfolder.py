@@ -166,6 +166,34 @@ def test_a_planted_ledger_cannot_lift_the_budget_or_hang_the_resume(
     assert why in line
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize("name", ["trajectory.jsonl", "calls.jsonl"])
+@pytest.mark.parametrize("how", ["symlink", "hard link"])
+def test_resume_never_appends_to_or_cuts_a_file_a_folder_links_to(
+    tmp_path: Path, name: str, how: str
+) -> None:
+    """A log linked to the user's ~/.bashrc (no final newline, so a resume would cut its
+    last line and then append records to it)."""
+    bashrc = tmp_path / "bashrc"
+    bashrc.write_text("export PATH=$HOME/bin:$PATH\nalias ll='ls -l'")
+    before = bashrc.read_bytes()
+    run = _plant_run(tmp_path / "run", _offline_options(str(EXAMPLE)))
+    log = run / name
+    if name == "trajectory.jsonl":
+        bashrc.write_bytes(log.read_bytes() + before)
+        before = bashrc.read_bytes()
+        log.unlink()
+    if how == "symlink":
+        log.symlink_to(bashrc)
+    else:
+        os.link(bashrc, log)
+    r = run_cli("analyze", str(EXAMPLE), "--resume", str(run))
+    assert r.returncode == 2, r.stderr
+    (line,) = _error_lines(r.stderr)
+    assert name in line and "resuming would write elsewhere" in line
+    assert bashrc.read_bytes() == before
+
+
 # --- 3. the response cache ------------------------------------------------------------------
 
 

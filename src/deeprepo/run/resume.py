@@ -18,6 +18,7 @@ missing from the totals; they show as cached calls.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -124,6 +125,21 @@ def _usage_row(row: dict[str, Any], path: Path) -> UsageRow:
         ) from None
 
 
+def _check_appendable(path: Path) -> None:
+    """Refuse a log a resume would append to (or cut) that is not a plain file of its own:
+    a link or a second name planted in a run folder would make the writes land elsewhere."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        what = "a link" if stat.S_ISLNK(st.st_mode) else "not a plain file of its own"
+        raise UsageError(
+            f"{path} is {what}, so resuming would write elsewhere; it was not written by "
+            "deeprepo: start a new run"
+        )
+
+
 def load_run(run_dir: Path) -> SavedRun:
     """Read ``run_dir/trajectory.jsonl``: the run's start, its completed turns, its spend.
 
@@ -135,6 +151,8 @@ def load_run(run_dir: Path) -> SavedRun:
         raise UsageError(
             f"{run_dir} holds no trajectory.jsonl; pass the --out directory of the run to resume"
         )
+    for name in ("trajectory.jsonl", "calls.jsonl"):
+        _check_appendable(run_dir / name)
     records = read_trajectory(path)
     starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
     if not starts:

@@ -73,7 +73,9 @@ def seal(options: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
     read-only data home): such a folder resumes as a foreign one would."""
     try:
         key = _key(env, create=True)
-    except (OSError, UnsafePathError) as exc:
+    except OSError:
+        return None  # an unusable data home: the run log's warning already names it
+    except UnsafePathError as exc:
         warnings.warn(
             f"this run's folder is not sealed ({exc}), so --resume will ask for its "
             "repository and models again",
