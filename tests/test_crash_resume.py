@@ -378,14 +378,17 @@ def test_what_cannot_be_resumed_says_why(tmp_path: Path) -> None:
             tmp_path / "budget", [start, {**turn, "index": 1}, ended[1] | {"stop_reason": "budget"}]
         )
     )
-    options = options_from_record(saved, {}, {"max_cost": 2.5, "root": "scripted/expert"})
+    # Built by hand, so not sealed by this user: the repository must be named again.
+    options = options_from_record(
+        saved, {}, {"max_cost": 2.5, "root": "scripted/expert", "path": str(EXAMPLE)}
+    )
     assert (options.limits.max_cost, options.root, options.out_dir) == (
         2.5,
         "scripted/expert",
         saved.run_dir,
     )
     with pytest.raises(UsageError, match="--root is part of the run being resumed"):
-        options_from_record(saved, {}, {"root": "anthropic/other"})
+        options_from_record(saved, {}, {"root": "anthropic/other", "path": str(EXAMPLE)})
     with pytest.raises(UsageError, match="changed since the run"):
         SavedRun(tmp_path, {"codebase_sha256": "abc"}, [], [], None).check_codebase("def")
 

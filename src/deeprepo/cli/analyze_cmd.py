@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -221,7 +222,7 @@ def analyze_command(
             overrides["path"] = path
         if not resume.is_dir():
             raise UsageError(f"--resume {resume} is not a directory; pass a run's --out directory")
-        resumed = options_from_record(load_run(resume), {}, overrides)
+        resumed = options_from_record(load_run(resume), os.environ, overrides)
         validate(resumed)
         announce(resumed, view)
         with progress_for(view, "resume") as progress:

@@ -129,6 +129,7 @@ class LocalModel:
         self._start_loop: asyncio.AbstractEventLoop | None = None
         self.answers = 0  # worker answers read (one per file slice)
         self.unreadable = 0  # of which were not JSON: read as no findings
+        self._server_notes: list[str] = []
 
     @property
     def name(self) -> str:
@@ -142,10 +143,12 @@ class LocalModel:
             if self._server is None:
                 self._server = acquire(self.info, self.env)
             url = await asyncio.to_thread(self._server.start)
+            # Kept here: the server is released (and forgotten) before the run's notes.
+            self._server_notes = list(self._server.notes)
             if self._inner is None or self._inner.base_url != url:
                 spec = ModelSpec("openai", self.name, url)
                 self._inner = _ServerModel(
-                    spec, "not-needed", url, timeout_s=self._timeout_s, max_connections=4,
+                    spec, self._server.token, url, timeout_s=self._timeout_s, max_connections=4,
                     http_backend="httpx",
                 )  # fmt: skip
             return self._inner
@@ -244,11 +247,13 @@ class LocalModel:
 
     def run_notes(self) -> list[str]:
         """What a run's outputs should say about this model's answers."""
+        notes = list(self._server_notes)
         if not self.unreadable:
-            return []
+            return notes
         return [
+            *notes,
             f"{self.name}: {self.unreadable} of {self.answers} worker answer(s) were not JSON "
-            "and were read as no findings"
+            "and were read as no findings",
         ]
 
     async def aclose(self) -> None:

@@ -9,18 +9,28 @@ URL only, not by ``CMAKE_ARGS``: a wheel tuned to this CPU (``GGML_NATIVE``) cou
 reused on another machine with the same cache and die there of an illegal
 instruction. So the build is portable: no native tuning, x86-64-v3 (AVX2, FMA, F16C)
 on x86-64, the compiler's defaults elsewhere.
+
+Every file pip installs is pinned by version and sha256 in the locks shipped with
+deeprepo (``data/local-runtime/build.lock``, then ``runtime.lock``), installed with
+``--require-hashes``: a changed or substituted package on the index, or an unpinned
+dependency, fails the install instead of running in the server that reads the code.
+The build dependencies come from the first lock and the build runs without pip's
+isolated build environment, whose packages pip would fetch unchecked.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from importlib import resources
 from pathlib import Path
+from typing import IO
 
 from deeprepo.base.errors import DeeprepoError
 from deeprepo.local.paths import runtime_dir
@@ -30,8 +40,11 @@ __all__ = [
     "PYTHON_ENV",
     "RuntimeInstallError",
     "build_cmake_args",
+    "check_lock",
     "find_runtime",
+    "install_commands",
     "install_runtime",
+    "lock_files",
 ]
 
 LLAMA_CPP_VERSION = "0.3.36"
@@ -43,6 +56,60 @@ _PROBE = "import llama_cpp, llama_cpp.server.app; print(llama_cpp.__version__)"
 
 class RuntimeInstallError(DeeprepoError):
     """Installing or finding the llama.cpp runtime failed."""
+
+
+_PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
+_HASH_RE = re.compile(r"^--hash=sha256:[0-9a-f]{64}$")
+
+
+def lock_files() -> tuple[Path, Path]:
+    """The build lock and the runtime lock shipped with deeprepo."""
+    folder = Path(str(resources.files("deeprepo") / "data" / "local-runtime"))
+    return folder / "build.lock", folder / "runtime.lock"
+
+
+def check_lock(path: Path) -> list[str]:
+    """The pins of a lock (``name==version``), each with its sha256 hashes; a line that is
+    not one (an unpinned or unhashed requirement, an option, a URL) is refused."""
+    try:
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise RuntimeInstallError(
+            f"the runtime lock {path} cannot be read ({exc.strerror}); reinstall deeprepo"
+        ) from None
+    pins: list[str] = []
+    for requirement in text.replace("\\\n", " ").splitlines():
+        words = requirement.split("#", 1)[0].split()
+        if not words:
+            continue
+        pin, hashes = words[0], words[1:]
+        if not _PIN_RE.match(pin) or not hashes or not all(_HASH_RE.match(h) for h in hashes):
+            raise RuntimeInstallError(
+                f"the runtime lock {path} has a line that is not an exact version with its "
+                f"sha256 hashes ({requirement.strip()[:120]!r}); nothing was installed. "
+                "Reinstall deeprepo, or regenerate the lock (docs/local.md)"
+            )
+        pins.append(pin)
+    if not pins:
+        raise RuntimeInstallError(f"the runtime lock {path} pins nothing; reinstall deeprepo")
+    return pins
+
+
+def install_commands(python: Path) -> list[list[str]]:
+    """The pip commands that install the runtime into ``python``'s environment: the build
+    lock, then the runtime lock, both checked first and installed with ``--require-hashes``."""
+    build, runtime = lock_files()
+    pins = check_lock(build), check_lock(runtime)
+    if f"llama-cpp-python=={LLAMA_CPP_VERSION}" not in pins[1]:
+        raise RuntimeInstallError(
+            f"the runtime lock {runtime} does not pin llama-cpp-python=={LLAMA_CPP_VERSION}; "
+            "reinstall deeprepo"
+        )
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--require-hashes"]
+    return [
+        [*pip, "--only-binary=:all:", "-r", str(build)],
+        [*pip, "--no-build-isolation", "-r", str(runtime)],
+    ]
 
 
 def env_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -84,6 +151,26 @@ def build_cmake_args() -> str:
     return " ".join(flags)
 
 
+def _run_logged(
+    command: list[str],
+    log: IO[str],
+    environ: Mapping[str, str],
+    started: float,
+    say: Callable[[str], None],
+) -> int:
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=dict(environ))
+    last = time.monotonic() - started
+    while proc.poll() is None:
+        time.sleep(1.0)
+        elapsed = time.monotonic() - started
+        if elapsed - last >= 30:
+            last = elapsed
+            say(f"still installing the runtime ({elapsed / 60:.1f} min so far)")
+    return proc.returncode
+
+
 def install_runtime(
     env: Mapping[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
@@ -99,6 +186,7 @@ def install_runtime(
         return found, False
     folder = env_dir(env)
     python = _venv_python(folder)
+    commands = install_commands(python)  # a bad lock is refused before anything is made
     if not python.is_file():
         say(f"creating the runtime environment in {folder}")
         subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
@@ -120,23 +208,13 @@ def install_runtime(
     )
     started = time.monotonic()
     with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", REQUIREMENT],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=environ,
-        )
-        last = 0.0
-        while proc.poll() is None:
-            time.sleep(1.0)
-            elapsed = time.monotonic() - started
-            if elapsed - last >= 30:
-                last = elapsed
-                say(f"still installing the runtime ({elapsed / 60:.1f} min so far)")
-    if proc.returncode != 0:
-        raise RuntimeInstallError(
-            f"installing {REQUIREMENT} failed (exit {proc.returncode}); see {log_path}"
-        )
+        for command in commands:
+            code = _run_logged(command, log, environ, started, say)
+            if code != 0:
+                raise RuntimeInstallError(
+                    f"installing {REQUIREMENT} failed (exit {code}; a hash mismatch means a "
+                    f"package on the index is not the one locked); see {log_path}"
+                )
     version = _probe(python)
     if version is None:
         raise RuntimeInstallError(f"{REQUIREMENT} installed but does not import; see {log_path}")

@@ -21,13 +21,22 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
 from deeprepo.base.errors import ConfigError, ProviderError
 from deeprepo.local.catalog import LocalModelInfo
-from deeprepo.local.paths import data_home, logs_dir
+from deeprepo.local.paths import logs_dir
 from deeprepo.local.runtime import find_runtime
+from deeprepo.local.state import (
+    ServerState,
+    new_token,
+    read_state,
+    remove_state,
+    state_file,
+    write_state,
+)
 from deeprepo.local.store import model_path
 
 __all__ = ["THREADS_ENV", "LocalServer", "acquire", "check_ready", "release"]
@@ -36,7 +45,9 @@ THREADS_ENV = "DEEPREPO_LOCAL_THREADS"
 START_TIMEOUT_S = 180.0
 STOP_GRACE_S = 1.0
 
-# Runs in the server's process before llama_cpp.server: exit when the parent is gone.
+# Runs in the server's process before llama_cpp.server: exit when the parent is gone. The
+# key comes in the environment, which only this user can read (/proc/PID/environ), and is
+# added to argv inside the process, so it never shows in the process list's command line.
 _BOOTSTRAP = """\
 import os, runpy, sys, threading, time
 parent = int(sys.argv[1])
@@ -46,7 +57,8 @@ def _watch():
             os._exit(0)
         time.sleep(0.5)
 threading.Thread(target=_watch, daemon=True).start()
-sys.argv = ["llama_cpp.server"] + sys.argv[2:]
+token = os.environ.pop("DEEPREPO_LLAMA_API_KEY", "")
+sys.argv = ["llama_cpp.server"] + sys.argv[2:] + ([f"--api_key={token}"] if token else [])
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
@@ -85,23 +97,20 @@ def _threads(env: Mapping[str, str] | None) -> int:
     return max(1, (cpus or 2) - 1)
 
 
-def _get_json(url: str, timeout: float = 2.0) -> object:
-    with urllib.request.urlopen(url, timeout=timeout) as resp:  # a loopback URL we built
+def _get_json(url: str, token: str, timeout: float = 2.0) -> object:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=timeout) as resp:  # a checked loopback URL
         return json.loads(resp.read().decode("utf-8"))
 
 
-def _serves(base_url: str, name: str) -> bool:
-    """True when ``base_url`` answers ``/models`` and lists ``name``."""
+def _serves(base_url: str, name: str, token: str) -> bool:
+    """True when ``base_url`` answers ``/models`` with ``token`` and lists ``name``."""
     try:
-        data = _get_json(base_url + "/models")
+        data = _get_json(base_url + "/models", token)
     except (OSError, ValueError):
         return False
     models = data.get("data", []) if isinstance(data, dict) else []
     return any(isinstance(m, dict) and m.get("id") == name for m in models)
-
-
-def _state_file(info: LocalModelInfo, env: Mapping[str, str] | None) -> Path:
-    return data_home(env) / "run" / f"{info.name}.json"
 
 
 class LocalServer:
@@ -111,6 +120,8 @@ class LocalServer:
         self.info = info
         self.env = env
         self.base_url: str | None = None
+        self.token = new_token()  # the key of the server in use (llama.cpp's --api_key)
+        self.notes: list[str] = []  # what a run's outputs should say about the server
         self.proc: subprocess.Popen[bytes] | None = None
         self.reused = False
         self.log_path = logs_dir(env) / f"local-{info.name}.log"
@@ -120,13 +131,19 @@ class LocalServer:
     def alias(self) -> str:
         return f"local/{self.info.name}"
 
-    def _reusable(self) -> str | None:
-        try:
-            state = json.loads(_state_file(self.info, self.env).read_text("utf-8"))
-            url = str(state["base_url"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return url if _serves(url, self.alias) else None
+    def _reusable(self) -> ServerState | None:
+        """The ``local serve`` server to reuse, if its state file passes every check;
+        one that fails is named (a warning and a run note) and ignored."""
+        path = state_file(self.info, self.env)
+        state, why = read_state(path)
+        if state is not None and not _serves(state.base_url, self.alias, state.token):
+            why = f"{path}: no server of {self.alias} answers at {state.base_url}"
+            state = None
+        if why is not None:
+            note = f"ignored the local server state ({why}); started a fresh server"
+            self.notes.append(note)
+            warnings.warn(note, stacklevel=3)
+        return state
 
     def start(self, *, persistent: bool = False) -> str:
         """The server's base URL (``http://127.0.0.1:PORT/v1``), starting it if needed."""
@@ -134,10 +151,11 @@ class LocalServer:
             if self.base_url is not None and (self.proc is None or self.proc.poll() is None):
                 return self.base_url
             if not persistent:
-                url = self._reusable()
-                if url is not None:
-                    self.base_url, self.reused = url, True
-                    return url
+                state = self._reusable()
+                if state is not None:
+                    self.base_url, self.token, self.reused = state.base_url, state.token, True
+                    return state.base_url
+            self.token = new_token()
             python, weights = check_ready(self.info, self.env)
             threads = _threads(self.env)
             port = _free_port()
@@ -151,6 +169,7 @@ class LocalServer:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             log = self.log_path.open("wb")
             environ = dict(os.environ if self.env is None else self.env)
+            environ["DEEPREPO_LLAMA_API_KEY"] = self.token
             # The server needs no key and must not reach out: drop what could send it anywhere.
             for key in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                 environ.pop(key, None)
@@ -163,9 +182,8 @@ class LocalServer:
             self._wait(url)
             self.base_url = url
             if persistent:
-                path = _state_file(self.info, self.env)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps({"base_url": url, "pid": self.proc.pid}) + "\n")
+                state = ServerState(url, self.proc.pid, self.token)
+                write_state(state_file(self.info, self.env), state)
             return url
 
     def _wait(self, url: str) -> None:
@@ -180,7 +198,7 @@ class LocalServer:
                     f"{self.alias}: the llama.cpp server exited with code {code} while "
                     f"starting ({_tail(self.log_path)}); log: {self.log_path}"
                 )
-            if _serves(url, self.alias):
+            if _serves(url, self.alias, self.token):
                 return
             time.sleep(0.25)
         self.stop()
@@ -205,12 +223,7 @@ class LocalServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-            try:
-                state = _state_file(self.info, self.env)
-                if json.loads(state.read_text("utf-8")).get("pid") == proc.pid:
-                    state.unlink()
-            except (OSError, ValueError, AttributeError):
-                pass
+            remove_state(state_file(self.info, self.env), proc.pid)
 
 
 def _tail(path: Path, lines: int = 3) -> str:

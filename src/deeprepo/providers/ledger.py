@@ -12,6 +12,7 @@ the money was spent by the run that filled the cache, not by this one.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,8 +115,13 @@ class UsageRow:
         if not isinstance(model, str):
             raise ValueError(f"a usage row needs a string model, got {model!r}")
         cost = d.get("cost_usd", 0.0)
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, int | float)):
-            raise ValueError(f"cost_usd must be a number or null, got {cost!r}")
+        if cost is not None and (
+            isinstance(cost, bool)
+            or not isinstance(cost, int | float)
+            or not math.isfinite(cost)
+            or cost < 0
+        ):  # a negative or NaN spend read back would lift a budget
+            raise ValueError(f"cost_usd must be a number >= 0 or null, got {cost!r}")
         return cls(
             role,
             model,

@@ -33,7 +33,9 @@ class TrajectoryWriter(Closing):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = path.open("a", encoding="utf-8")
+        # Never through a link planted in a run folder: resumed runs append to the file.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        self._fh = os.fdopen(os.open(path, flags, 0o644), "a", encoding="utf-8")
 
     def _write(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
@@ -66,10 +68,11 @@ def read_trajectory(path: Path) -> list[dict[str, Any]]:
 def drop_torn_tail(path: Path) -> int:
     """Cut a last line that a crash left unfinished (no newline), so that records
     appended later start on a line of their own. Returns the bytes removed."""
-    size = path.stat().st_size
-    if size == 0:
-        return 0
-    with path.open("rb+") as fh:
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))  # not a planted link's target
+    with os.fdopen(fd, "rb+") as fh:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 0
         # Records are at most a few MB; read back in blocks until a newline shows up.
         pos, tail = size, b""
         while pos > 0 and b"\n" not in tail:

@@ -45,6 +45,7 @@ from deeprepo.run.options import (
     validate,
 )
 from deeprepo.run.resume import SavedRun, load_run, options_from_record
+from deeprepo.run.trust import SEAL_FIELD, seal
 from deeprepo.run.wiring import CallSettings, Wiring, cache_for, wire
 from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.isolation import mode_for_root
@@ -166,8 +167,8 @@ def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, Respo
         prices=PriceTable.load(options.prices_file),
         calls=calls,
         ledger=ledger,
-        root_cache=cache_for(plan.root_spec, cache),
-        sub_cache=cache_for(plan.sub_spec, cache),
+        root_cache=cache_for(plan.root_spec, cache, options.env),
+        sub_cache=cache_for(plan.sub_spec, cache, options.env),
     )
     return wiring, sub_model, cache
 
@@ -305,6 +306,8 @@ def _log_start(
         max_sub_calls=options.limits.max_sub_calls,
         codebase_sha256=plan.fingerprint,
         options=record,
+        # this user's mark that the options are theirs: --resume trusts only sealed ones
+        **{SEAL_FIELD: seal(record, options.env)},
         # what the root is sent first: `deeprepo export sft` rebuilds the exact
         # conversation from these and the turns
         system_prompt=system_prompt,

@@ -233,7 +233,9 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         prices=prices,
         budget=options.limits.budget(ledger),
         calls=calls,
-        cache=cache_for(spec, ResponseCache(options.cache_dir) if options.cache else None),
+        cache=cache_for(
+            spec, ResponseCache(options.cache_dir) if options.cache else None, options.env
+        ),
     )
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)

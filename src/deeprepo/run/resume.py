@@ -18,6 +18,7 @@ missing from the totals; they show as cached calls.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -29,6 +30,7 @@ from deeprepo.base.records import Turn
 from deeprepo.providers.ledger import Ledger, LLMCall, UsageRow
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 from deeprepo.run.options import LIMIT_FIELDS, AnalyzeOptions
+from deeprepo.run.trust import GUARDED_OPTIONS, narrowed_limits, refuse_foreign, sealed
 from deeprepo.run.wiring import RunLimits
 
 __all__ = ["FIXED_OPTIONS", "SavedRun", "load_run", "options_from_record"]
@@ -45,6 +47,8 @@ FIXED_OPTIONS = (
     "exclude_scopes",
 )
 _PATH_OPTIONS = ("cache_dir", "out_dir", "prices_file")
+#: More calls than a run records (each is rebuilt in memory on resume): an edited folder.
+MAX_RECORDED_CALLS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,8 @@ class SavedRun:
     def check_codebase(self, fingerprint: str) -> None:
         """Refuse to replay code against a repository that changed since the run."""
         recorded = self.start.get("codebase_sha256")
-        if recorded and recorded != fingerprint:
+        # A record without one could name any folder (the user's home) as its repository.
+        if recorded != fingerprint:
             raise UsageError(
                 f"the repository at {self.start.get('path')} changed since the run in "
                 f"{self.run_dir} started, so its turns cannot be replayed; start a new run "
@@ -120,6 +125,21 @@ def _usage_row(row: dict[str, Any], path: Path) -> UsageRow:
         ) from None
 
 
+def _check_appendable(path: Path) -> None:
+    """Refuse a log a resume would append to (or cut) that is not a plain file of its own:
+    a link or a second name planted in a run folder would make the writes land elsewhere."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        what = "a link" if stat.S_ISLNK(st.st_mode) else "not a plain file of its own"
+        raise UsageError(
+            f"{path} is {what}, so resuming would write elsewhere; it was not written by "
+            "deeprepo: start a new run"
+        )
+
+
 def load_run(run_dir: Path) -> SavedRun:
     """Read ``run_dir/trajectory.jsonl``: the run's start, its completed turns, its spend.
 
@@ -131,6 +151,8 @@ def load_run(run_dir: Path) -> SavedRun:
         raise UsageError(
             f"{run_dir} holds no trajectory.jsonl; pass the --out directory of the run to resume"
         )
+    for name in ("trajectory.jsonl", "calls.jsonl"):
+        _check_appendable(run_dir / name)
     records = read_trajectory(path)
     starts = [i for i, r in enumerate(records) if r.get("type") == "start"]
     if not starts:
@@ -161,6 +183,12 @@ def load_run(run_dir: Path) -> SavedRun:
             ended = None
         if kind in ("turn", "end") and isinstance(record.get("ledger"), list):
             ledger = [_usage_row(row, path) for row in record["ledger"] if isinstance(row, dict)]
+    recorded_calls = sum(row.calls + row.failed_requests for row in ledger)
+    if recorded_calls > MAX_RECORDED_CALLS:
+        raise UsageError(
+            f"{path} records {recorded_calls:,} model calls, more than any run makes; it was "
+            "edited, so it cannot be resumed: start a new run"
+        )
     if ended is not None and ended.get("stop_reason") == "answer_ready":
         raise UsageError(
             f"the run in {run_dir} already finished with an answer; its report is "
@@ -173,14 +201,27 @@ def options_from_record(
     saved: SavedRun, env: Mapping[str, str], overrides: Mapping[str, Any] | None = None
 ) -> AnalyzeOptions:
     """The run's options from its start record; ``overrides`` (budgets, timeouts, base
-    URLs …) replace recorded values, except :data:`FIXED_OPTIONS`, which must match."""
+    URLs …) replace recorded values, except :data:`FIXED_OPTIONS`, which must match.
+
+    A folder without this user's seal (see :mod:`deeprepo.run.trust`) may not choose an
+    endpoint, a provider, a path or the sandbox: each must be what this command would
+    choose or be passed explicitly (else :class:`UsageError` names it), and its limits
+    hold only where they are tighter than the defaults."""
     recorded: dict[str, Any] = dict(saved.start["options"])
     known = ({f.name for f in fields(AnalyzeOptions)} | set(LIMIT_FIELDS)) - {"env", "limits"}
     kwargs = {k: v for k, v in recorded.items() if k in known}
+    trusted = sealed(saved.start, env)
+    if not trusted:
+        refuse_foreign(recorded, overrides or {}, env, f"the run folder {saved.run_dir}")
+        kwargs.update(narrowed_limits(recorded))
+        for name, _flag in GUARDED_OPTIONS:  # nothing recorded: this command's default
+            if kwargs.get(name) is None:
+                kwargs.pop(name, None)
     for name, value in (overrides or {}).items():
         if name not in known:
             raise UsageError(f"--resume cannot set {name!r}")
-        if name in FIXED_OPTIONS:
+        # A foreign folder's path is another machine's: the fingerprint proves the code.
+        if name in FIXED_OPTIONS and (trusted or name != "path"):
             same = (
                 os.path.abspath(str(value)) == os.path.abspath(str(recorded.get(name)))
                 if name in ("path", "out_dir")

@@ -134,11 +134,16 @@ def _env_seconds(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def cache_for(spec: ModelSpec, cache: ResponseCache | None) -> ResponseCache | None:
-    """``cache`` for a model whose replies may be replayed; None for a built-in model (its
-    answers come from this deeprepo's own code, a cached one could be another version's)
-    and for a local checkpoint (retraining rewrites its folder in place)."""
-    return None if spec.is_builtin or spec.is_local else cache
+def cache_for(
+    spec: ModelSpec, cache: ResponseCache | None, env: Mapping[str, str] | None = None
+) -> ResponseCache | None:
+    """``cache`` bound to the model's provider and endpoint (a reply from one server never
+    answers another), for a model whose replies may be replayed; None for a built-in model
+    (its answers come from this deeprepo's own code, a cached one could be another
+    version's) and for a local checkpoint (retraining rewrites its folder in place)."""
+    if cache is None or spec.is_builtin or spec.is_local:
+        return None
+    return cache.bound(spec.provider, spec.base_url, env)
 
 
 def meter(

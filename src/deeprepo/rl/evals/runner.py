@@ -250,7 +250,9 @@ async def _run_eval(
         )
     # Only sub-calls are cached: a cached root would replay one conversation for every
     # rollout of an example, which are meant to sample the model.
-    sub_cache = cache_for(sub_spec, ResponseCache(options.cache_dir) if options.cache else None)
+    sub_cache = cache_for(
+        sub_spec, ResponseCache(options.cache_dir) if options.cache else None, options.env
+    )
     # One cost cap over every rollout: each rollout's ledger records into this one.
     budget = (
         Budget(max_cost_usd=options.limits.max_cost, ledger=Ledger())

@@ -3,6 +3,8 @@
 The toy model flags every numbered line holding ``FAKE_LLAMA_TRIGGER`` (default
 ``eval(``) as a finding. ``FAKE_LLAMA_MODE=garbage`` answers prose instead of JSON.
 Every request body is appended to ``$FAKE_LLAMA_LOG`` (JSON lines) with this pid.
+As llama.cpp's server does with ``--api_key``, a request without that key as its bearer
+token is answered 401 (and logged as refused).
 """
 
 import argparse
@@ -17,6 +19,7 @@ parser.add_argument("--model")
 parser.add_argument("--model_alias")
 parser.add_argument("--host")
 parser.add_argument("--port", type=int)
+parser.add_argument("--api_key")
 args, _unknown = parser.parse_known_args()
 TRIGGER = os.environ.get("FAKE_LLAMA_TRIGGER", "eval(")
 LINE_RE = re.compile(r"^\s*(\d+) \| (.*)$")
@@ -54,11 +57,29 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _authorized(self):
+        if args.api_key is None or self.headers.get("Authorization") == f"Bearer {args.api_key}":
+            return True
+        if os.environ.get("FAKE_LLAMA_LOG"):
+            with open(os.environ["FAKE_LLAMA_LOG"], "a") as fh:
+                fh.write(json.dumps({"pid": os.getpid(), "refused": self.path}) + "\n")
+        data = b'{"error": {"message": "Invalid API key", "code": 401}}'
+        self.send_response(401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        return False
+
     def do_GET(self):
+        if not self._authorized():
+            return
         self._send({"object": "list", "data": [{"id": args.model_alias, "object": "model"}]})
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if not self._authorized():
+            return
         if os.environ.get("FAKE_LLAMA_LOG"):
             with open(os.environ["FAKE_LLAMA_LOG"], "a") as fh:
                 fh.write(json.dumps({"pid": os.getpid(), "body": body}) + "\n")
