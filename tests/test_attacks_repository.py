@@ -1,0 +1,159 @@
+"""Issue 18, engineer C: repository text read in deeprepo's own process, and the sandbox's
+address families. Each test is an attack as its author would write it: the hostile
+repository is built by hand here (never by deeprepo), and the run goes through the real
+``deeprepo analyze`` command (the Typer app in this process, the real command path), or,
+for the address families, through a real sandbox kernel in every mode that runs here.
+
+- item 4: a line that makes detect-secrets cubic costs a bounded time, and a file past its
+  budget is named as not analysed;
+- item 5: unclosed JavaScript comments do not make the architecture pass quadratic;
+  SIGTERM and ``--timeout`` during the load stop the run with partial outputs, exit 3;
+- item 6: deeply nested manifests and Python do not crash the run: named, not parsed;
+- item 11: ``socket`` and ``socketpair`` outside AF_UNIX/AF_INET/AF_INET6 are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import platform
+import socket
+import warnings
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from deeprepo.sandbox import seccomp
+from deeprepo.sandbox.config import SandboxConfig
+from deeprepo.sandbox.harden import landlock_abi
+from deeprepo.sandbox.isolation import bwrap_problem
+from deeprepo.sandbox.kernel import Kernel
+
+try:
+    seccomp.filter_bpf()
+    SECCOMP: str | None = None
+except seccomp.SeccompUnavailable as exc:
+    SECCOMP = str(exc)
+BWRAP = bwrap_problem()
+
+# ---------------------------------------------------------------- item 11: address families
+
+# Families an attacker reaches past the network namespace: the hypervisor (vsock), the
+# kernel's routing and audit (netlink), raw frames (packet), crypto (alg), IPsec keys
+# (key), radio stacks, and the ones Linux has not numbered yet.
+HOSTILE_FAMILIES = {
+    "AF_UNSPEC": 0,
+    "AF_AX25": 3,
+    "AF_APPLETALK": 5,
+    "AF_X25": 9,
+    "AF_KEY": 15,
+    "AF_NETLINK": 16,
+    "AF_PACKET": 17,
+    "AF_RDS": 21,
+    "AF_CAN": 29,
+    "AF_TIPC": 30,
+    "AF_BLUETOOTH": 31,
+    "AF_ALG": 38,
+    "AF_NFC": 39,
+    "AF_VSOCK": 40,
+    "AF_XDP": 44,
+    "AF_MCTP": 45,
+    "AF_FUTURE": 63,
+    "AF_HUGE": 4096,
+    # AF_VSOCK with the upper 32 bits set: the kernel reads an int and would see 40.
+    "AF_VSOCK_HIGH_BITS": (1 << 32) | 40,
+}
+_NEEDED = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+
+# Raw system calls, so that neither Python's socket module nor libc changes what the
+# filter sees; for each family every socket type, and socketpair.
+FAMILY_PROBE = (
+    "import ctypes, errno, os, platform\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "NR = {'x86_64': (41, 53), 'aarch64': (198, 199)}[platform.machine()]\n"
+    "def call(nr, fam, typ):\n"
+    "    pair = (ctypes.c_int * 2)()\n"
+    "    args = [ctypes.c_long(nr), ctypes.c_long(fam), ctypes.c_long(typ), ctypes.c_long(0)]\n"
+    "    if nr == NR[1]:\n"
+    "        args.append(pair)\n"
+    "    r = libc.syscall(*args)\n"
+    "    if r >= 0:\n"
+    "        for fd in ([r] if nr == NR[0] else list(pair)):\n"
+    "            os.close(fd)\n"
+    "        return 'ok'\n"
+    "    return errno.errorcode.get(ctypes.get_errno(), '?')\n"
+    "def probe(fam):\n"
+    "    got = {call(nr, fam, typ) for nr in NR for typ in (1, 2, 3, 5)}\n"
+    "    return 'ok' if 'ok' in got else '|'.join(sorted(got))\n"
+    "FAMS = %r\n"
+    "print(' '.join(f'{name}={probe(fam)}' for name, fam in FAMS.items()))\n"
+)
+
+
+def _probe_cell() -> str:
+    return FAMILY_PROBE % ({**HOSTILE_FAMILIES, **_NEEDED},)
+
+
+def _modes() -> list[Any]:
+    out = []
+    for mode in ("bwrap", "process"):
+        why = None
+        if SECCOMP is not None:
+            why = f"needs libseccomp: {SECCOMP}"
+        elif BWRAP is not None and mode == "bwrap":
+            why = f"needs bwrap: {BWRAP}"
+        elif mode == "process" and os.geteuid() == 0 and not landlock_abi():
+            why = "process mode as root needs Landlock"
+        elif platform.machine() not in ("x86_64", "aarch64"):
+            why = "the probe knows x86-64 and arm64 system call numbers"
+        out.append(pytest.param(mode, marks=pytest.mark.skipif(why is not None, reason=why or "")))
+    return out
+
+
+async def _answer(batch: list[str], system: str | None) -> list[str]:
+    return ["ok"] * len(batch)
+
+
+@pytest.fixture(params=_modes())
+async def sandboxed(request: pytest.FixtureRequest) -> AsyncIterator[Kernel]:
+    config = SandboxConfig(mode=request.param, cell_timeout_s=60)
+    payload: dict[str, Any] = {"codebase": {"a.py": "x = 1\n"}, "file_tree": "a.py", "metadata": {}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # process mode says it is weaker
+        k = await Kernel.start(payload, _answer, config)
+    async with k:
+        yield k
+
+
+@pytest.mark.e2e
+async def test_11_vsock_netlink_packet_alg_key_and_unknown_families_are_refused(
+    sandboxed: Kernel,
+) -> None:
+    r = await sandboxed.exec(_probe_cell())
+    assert r.error is None, r.output
+    got = dict(kv.split("=") for kv in r.output.split())
+    for name in HOSTILE_FAMILIES:
+        assert got[name] == "EAFNOSUPPORT", (name, got)
+    for name in _NEEDED:
+        assert got[name] == "ok", (name, got)
+    # The kernel's normal work: unix socket pairs, subprocesses, the RPC to the parent.
+    r = await sandboxed.exec(
+        "import subprocess, socket\n"
+        "a, b = socket.socketpair()\na.send(b'x')\n"
+        "out = subprocess.run(['sh', '-c', 'echo sub'], capture_output=True, text=True).stdout\n"
+        "print(b.recv(1), out.strip(), llm_query('ping'))"
+    )
+    assert r.output == "b'x' sub ok\n", r.output
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="netlink is Linux's")
+def test_11_the_probe_would_see_the_families_without_the_filter() -> None:
+    """Outside the sandbox the same probe opens netlink: what refuses it inside is the filter."""
+    ns: dict[str, Any] = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(FAMILY_PROBE % ({"AF_NETLINK": int(socket.AF_NETLINK), "AF_UNIX": 1},), ns)  # noqa: S102
+    got = dict(kv.split("=") for kv in out.getvalue().split())
+    assert got == {"AF_NETLINK": "ok", "AF_UNIX": "ok"}, got
