@@ -27,6 +27,9 @@ class CodebaseMetadata:
     notes: list[str] = field(default_factory=list)  # e.g. "decoded with replacement: a.txt"
     revision: str | None = None
     scopes: dict[str, int] = field(default_factory=dict)  # scope -> file count (codebase.scope)
+    #: Files deeprepo's own passes could not read safely (a manifest nested past the parser's
+    #: recursion, a file past a size or time bound), one note each: the run names them.
+    not_analysed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -227,6 +227,7 @@ async def _analyze(
             result = await episode.run()
         finally:
             await wiring.aclose()
+        result.notes.extend(plan.codebase.metadata.not_analysed)
         result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
         log.end(
             stop_reason=result.stop_reason,
