@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import platform
 import socket
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from clihelp import run_cli
 
 from deeprepo.sandbox import seccomp
 from deeprepo.sandbox.config import SandboxConfig
@@ -154,6 +157,145 @@ def test_11_the_probe_would_see_the_families_without_the_filter() -> None:
     ns: dict[str, Any] = {}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(FAMILY_PROBE % ({"AF_NETLINK": int(socket.AF_NETLINK), "AF_UNIX": 1},), ns)  # noqa: S102
+        exec(FAMILY_PROBE % ({"AF_NETLINK": int(socket.AF_NETLINK), "AF_UNIX": 1},), ns)
     got = dict(kv.split("=") for kv in out.getvalue().split())
     assert got == {"AF_NETLINK": "ok", "AF_UNIX": "ok"}, got
+
+
+# ---------------------------------------------------------------- items 4, 5, 6: the CLI
+
+OFFLINE = ("--root", "scripted/expert", "--sub", "static", "--no-cache")
+
+
+def _analyze(repo: Path, out: Path, *extra: str, timeout: float = 240) -> Any:
+    """``deeprepo analyze`` in a child process, offline, with its data home under ``out``.
+
+    ``timeout`` is only the bound a hang would reach (the attacks this file contains ran
+    for tens of minutes before the fix)."""
+    env = {
+        "HOME": str(out.parent / "home"),
+        "XDG_DATA_HOME": str(out.parent / "data"),
+        "XDG_CACHE_HOME": str(out.parent / "cache"),
+        "ANTHROPIC_API_KEY": "",
+        "OPENROUTER_API_KEY": "",
+        "OPENAI_API_KEY": "",
+    }
+    return run_cli(
+        "analyze", str(repo), "--out", str(out), *OFFLINE, *extra, env=env, timeout=timeout
+    )
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+REAL_SECRET = 'DB_PASSWORD = "Zx9-hunter2-Qm7-prod"\n'
+
+
+@pytest.mark.e2e
+def test_04_lines_built_to_make_detect_secrets_cubic_cost_seconds(tmp_path: Path) -> None:
+    repo = _write(
+        tmp_path / "repo",
+        {
+            # password + 2,000 spaces + x: 25 s of CPU each before the fix (cubic).
+            "settings.py": "".join(
+                [
+                    REAL_SECRET,
+                    "password" + " " * 2000 + "x\n",
+                    "ibm_cloud_iam_key" + " \t" * 1500 + "x\n",
+                    "secret_key" + " " * 3000 + ":" + " " * 3000 + "'y'\n",
+                    "x = 1  # " + "password " * 400 + "\n",
+                ]
+            ),
+            # The same line in a YAML file and in a minified line of JavaScript.
+            "deploy.yml": "token:" + " " * 5000 + "abc\n",
+            "app.min.js": "var a=1;" + ("password" + " " * 900 + "=") * 50 + "\n",
+        },
+    )
+    r = _analyze(repo, tmp_path / "out", "--timeout", "120")
+    assert r.returncode == 0, r.stdout + r.stderr
+    findings = json.loads((tmp_path / "out" / "findings.json").read_text())
+    # Normal code keeps its finding: the bound changes nothing there.
+    assert any(f["file"] == "settings.py" and f["start_line"] == 1 for f in findings), findings
+
+
+@pytest.mark.e2e
+def test_04_a_file_past_the_secrets_budget_is_named_and_not_audited(tmp_path: Path) -> None:
+    # Quadratic lines (secret_key + 990 '*') cost ~0.3 s each; the budget is lowered for the
+    # test so that the bound, not the clock of a loaded machine, decides.
+    repo = _write(
+        tmp_path / "repo",
+        {"slow.py": ("secret_key" + "*" * 990 + "\n") * 60, "ok.py": REAL_SECRET},
+    )
+    env_budget = {"DEEPREPO_SECRETS_BUDGET_S": "0.3"}
+    r = run_cli(
+        "analyze", str(repo), "--out", str(tmp_path / "out"), *OFFLINE,
+        env={**env_budget, "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "d"),
+             "ANTHROPIC_API_KEY": "", "OPENROUTER_API_KEY": "", "OPENAI_API_KEY": ""},
+        timeout=240,
+    )  # fmt: skip
+    assert r.returncode == 3, r.stdout + r.stderr
+    console = " ".join(r.stdout.split())
+    assert "Not audited: slow.py" in console and "detect-secrets" in console, r.stdout
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["unaudited_paths"] == ["slow.py"], metrics.get("unaudited_paths")
+    assert any("slow.py" in n and "detect-secrets" in n for n in metrics["notes"]), metrics
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "slow.py" in report and "time bound" in report
+    findings = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert any(f["file"] == "ok.py" for f in findings), findings
+
+
+@pytest.mark.e2e
+def test_05_unclosed_js_comments_and_tsconfig_load_in_one_pass(tmp_path: Path) -> None:
+    # Two near-megabyte files of `/*a` (still loading after 40 minutes before the fix), a
+    # tsconfig of the same, and Python import lines built to rescan the file.
+    big = "import x from './b'\n" + "/*a" * 300_000 + "\n"
+    repo = _write(
+        tmp_path / "repo",
+        {
+            "web/a.js": big,
+            "web/b.ts": "export const b = 1\n" + "/*a" * 300_000 + "\n",
+            "tsconfig.json": "{" + "/*a" * 300_000,
+            "pkg/mod.py": "from a import (\n" * 40_000 + "import a \\\n" * 40_000,
+            "pkg/tc.py": "if TYPE_CHECKING:\n import a\n" * 20_000 + "import os\n" * 20_000,
+        },
+    )
+    r = _analyze(repo, tmp_path / "out", "--timeout", "200", "--max-file-bytes", "2000000")
+    assert r.returncode in (0, 3), r.stdout + r.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert "architecture" in metrics and (tmp_path / "out" / "report.md").is_file()
+
+
+@pytest.mark.e2e
+def test_06_deeply_nested_manifests_and_python_are_named_not_parsed(tmp_path: Path) -> None:
+    repo = _write(
+        tmp_path / "repo",
+        {
+            "package.json": '{"a":' * 100_000 + "1" + "}" * 100_000,
+            "pyproject.toml": "a = " + "[" * 100_000 + "]" * 100_000 + "\n",
+            "web/package.json": "[" * 200_000,
+            "tsconfig.json": "[" * 200_000 + "]" * 200_000,
+            "deep_attr.py": "import os\nx = a" + ".b" * 3000 + "\n",
+            "deep_unary.py": "import os\nx = " + "-" * 100_000 + "1\n",
+            "deep_sum.py": "import os\nx = 1" + "+1" * 5000 + "\n",
+            "deep_import.py": "from a import (" + "(" * 100_000 + "\n",
+            "ok.py": "import os\nos.system(input())\n",
+        },
+    )
+    r = _analyze(repo, tmp_path / "out")
+    assert r.returncode == 0, r.stdout + r.stderr
+    console = " ".join(r.stdout.split())
+    for name in ("package.json", "pyproject.toml"):
+        assert f"{name}: not parsed for entry points (nested too deep" in console, r.stdout
+    assert "not analysed by bandit" in console and "deep_sum.py" in console, r.stdout
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert any(n.startswith("package.json: not parsed") for n in metrics["notes"]), metrics
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "pyproject.toml: not parsed for entry points" in report
+    findings = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert any(f["file"] == "ok.py" for f in findings), findings

@@ -211,9 +211,7 @@ _MAIN_GUARD = re.compile(
 )
 
 
-def find_entry_points(
-    files: Mapping[str, str], not_parsed: list[str] | None = None
-) -> list[str]:
+def find_entry_points(files: Mapping[str, str], not_parsed: list[str] | None = None) -> list[str]:
     """Paths in ``files`` that start a program, sorted.
 
     Heuristics: conventional names (``__main__.py``, ``main.py``, ``index.ts``, ...), Python
@@ -262,9 +260,7 @@ def _parse_manifest(
     except syntax:
         return None
     except (RecursionError, MemoryError) as exc:
-        notes.append(
-            f"{path}: not parsed for entry points (nested too deep: {type(exc).__name__})"
-        )
+        notes.append(f"{path}: not parsed for entry points (nested too deep: {type(exc).__name__})")
         return None
 
 

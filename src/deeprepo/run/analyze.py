@@ -16,7 +16,7 @@ from typing import Any
 
 from deeprepo.base.chat import ChatModel, UsageRowDict
 from deeprepo.base.prompts import FILE_HEADER_RE
-from deeprepo.base.records import Turn
+from deeprepo.base.records import RunResult, Turn
 from deeprepo.base.textsafe import escape_name
 from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
@@ -229,6 +229,7 @@ async def _analyze(
             await wiring.aclose()
         result.notes.extend(plan.codebase.metadata.not_analysed)
         result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
+        result = _bounded_unaudited(result, sub_model)
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
@@ -317,6 +318,26 @@ def _run_notes(sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel
     if callable(model_notes):
         notes.extend(model_notes())
     return notes
+
+
+def _bounded_unaudited(result: RunResult, sub_model: ChatModel) -> RunResult:
+    """``result`` with the files the static worker gave up on at a time bound counted as
+    not audited: their prompts were answered, but not every analyzer read them."""
+    if not isinstance(sub_model, StaticWorker):
+        return result
+    cut = set(sub_model.bounded_files()) & set(result.files_covered)
+    if not cut:
+        return result
+    reason = (
+        f"{len(cut)} file(s) cut short by an analyzer's time bound (built to be slow?): "
+        + ", ".join(escape_name(p) for p in sorted(cut)[:10])
+    )
+    return replace(
+        result,
+        files_covered=[p for p in result.files_covered if p not in cut],
+        unaudited=sorted({*result.unaudited, *cut}),
+        incomplete_reason="; ".join(r for r in (result.incomplete_reason, reason) if r),
+    )
 
 
 def unread_notes(unread: Mapping[tuple[str, str], str], limit: int = 10) -> list[str]:
