@@ -265,7 +265,7 @@ def test_05_unclosed_js_comments_and_tsconfig_load_in_one_pass(tmp_path: Path) -
             "pkg/tc.py": "if TYPE_CHECKING:\n import a\n" * 20_000 + "import os\n" * 20_000,
         },
     )
-    r = _analyze(repo, tmp_path / "out", "--timeout", "200", "--max-file-bytes", "2000000")
+    r = _analyze(repo, tmp_path / "out", "--timeout", "200", "--max-file-size", "2000000")
     assert r.returncode in (0, 3), r.stdout + r.stderr
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert "architecture" in metrics and (tmp_path / "out" / "report.md").is_file()
