@@ -286,20 +286,20 @@ def run_detect_secrets(
         # whole megabyte line, which the judging regexes would be slow on too).
         for n, piece in units:
             deadline.check(n)
-            line = piece.rstrip()
+            stripped = piece.rstrip()
             snippet = get_code_snippet(lines=context_lines, line_number=n)
-            if _is_filtered_out(["line"], filename=path, line=line, context=snippet):
+            if _is_filtered_out(["line"], filename=path, line=stripped, context=snippet):
                 continue
             for plugin in plugins:
                 for secret in _scan_line(
-                    plugin=plugin, filename=path, line=line, line_number=n, context=snippet
+                    plugin=plugin, filename=path, line=stripped, line_number=n, context=snippet
                 ):
                     if not _is_filtered_out(
                         ["context"],
                         filename=secret.filename,
                         secret=secret.secret_value,
                         plugin=plugin,
-                        line=line,
+                        line=stripped,
                         context=snippet,
                     ):
                         secrets.append((secret, piece))
