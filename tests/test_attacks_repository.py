@@ -19,7 +19,11 @@ import io
 import json
 import os
 import platform
+import signal
 import socket
+import subprocess
+import sys
+import time
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -299,3 +303,47 @@ def test_06_deeply_nested_manifests_and_python_are_named_not_parsed(tmp_path: Pa
     assert "pyproject.toml: not parsed for entry points" in report
     findings = json.loads((tmp_path / "out" / "findings.json").read_text())
     assert any(f["file"] == "ok.py" for f in findings), findings
+
+
+def _slow_load_repo(root: Path, files: int) -> Path:
+    """Source files of bare ``import`` lines: linear to load now, yet several seconds of
+    architecture pass for ``files`` of them, so that a signal or a deadline lands inside."""
+    return _write(root, {f"web/m{i % 10}/f{i}.js": "import \n" * 10_000 for i in range(files)})
+
+
+@pytest.mark.e2e
+def test_05_timeout_during_the_load_stops_the_run_exit_3(tmp_path: Path) -> None:
+    repo = _slow_load_repo(tmp_path / "repo", 300)
+    r = _analyze(repo, tmp_path / "out", "--timeout", "0.5")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "loading the repository ran past --timeout 0.5s" in " ".join(r.stderr.split())
+    assert not (tmp_path / "out" / "report.md").exists()
+
+
+@pytest.mark.e2e
+def test_05_sigterm_during_the_architecture_pass_stops_the_run_at_once(tmp_path: Path) -> None:
+    repo = _slow_load_repo(tmp_path / "repo", 300)
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "ANTHROPIC_API_KEY": "",
+        "OPENROUTER_API_KEY": "",
+        "OPENAI_API_KEY": "",
+    }
+    cmd = [sys.executable, "-m", "deeprepo", "analyze", str(repo), "--out", str(out), *OFFLINE]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The run folder is made once the walk is done, just before the architecture pass.
+        while not out.exists() and proc.poll() is None:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)  # only a hang reaches this bound
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stdout + stderr
+    assert "interrupted" in stderr
+    # Stopped inside the load: the episode never began (no trajectory, no report).
+    assert not (out / "trajectory.jsonl").exists() and not (out / "report.md").exists()

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from deeprepo.architecture import architecture_of
 from deeprepo.base.chat import ChatModel, UsageRowDict
 from deeprepo.base.prompts import FILE_HEADER_RE
 from deeprepo.base.records import RunResult, Turn
@@ -33,6 +34,7 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.report.viewer import viewer_on_failure
+from deeprepo.run.loading import run_load
 from deeprepo.run.models import build_model
 from deeprepo.run.options import (
     AnalyzeOptions,
@@ -127,6 +129,7 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)
     scopes = parse_scopes(options.include_scopes, options.exclude_scopes)
+    architecture_of(codebase)  # computed once, here, where the load's bounds apply
     return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes)
 
 
@@ -169,7 +172,8 @@ async def _analyze(
     saved: SavedRun | None,
     recorder: RunRecorder,
 ) -> RunHandle:
-    plan = _plan(options, saved)
+    timeout = options.limits.timeout_s
+    plan, load_s = await run_load(lambda: _plan(options, saved), timeout)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
@@ -182,6 +186,8 @@ async def _analyze(
     config = options.limits.episode_config(
         EpisodeConfig(prompt=options.prompt, audit_scopes=plan.audit_scopes, catch_interrupt=True)
     )
+    if timeout is not None:  # --timeout is the whole run's: the load spent part of it
+        config = replace(config, timeout_s=max(0.1, round(timeout - load_s, 1)))
     record = options_record(options, plan.root_spec, plan.sub_spec, cache)
     # Only now, with every setting checked and the models built, touch the directory.
     if saved is None:

@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from deeprepo.base.pyparse import parse_python
-from deeprepo.builtin.analyzers import secrets as _secrets
 from deeprepo.builtin.analyzers.findings import (
     AnalyzerWarning,
     FileResult,
@@ -35,6 +34,7 @@ from deeprepo.builtin.analyzers.secrets import (
     run_detect_secrets,
     secrets_warning,
 )
+from deeprepo.builtin.analyzers.secrets import secrets_budget_s as budget_for
 from deeprepo.builtin.analyzers.semgrep import run_semgrep, semgrep_applies, semgrep_available
 
 __all__ = [
@@ -72,9 +72,8 @@ def analyze_texts(
 
     The texts are untrusted: a file whose secrets scan passes ``secrets_budget_s``, or
     every file left once ``stop`` is set, gets a ``bounded`` warning instead of a hang.
-    The budget defaults to :func:`~.secrets.secrets_budget_s`.
+    The budget defaults to :func:`~.secrets.secrets_budget_s` of each file's size.
     """
-    budget = _secrets.secrets_budget_s() if secrets_budget_s is None else secrets_budget_s
     semgrep_at = [i for i, (path, text) in enumerate(files) if semgrep_applies(path, text)]
     # semgrep runs in its own process: start it first and run the in-process
     # analyzers meanwhile, so both cores are busy.
@@ -88,6 +87,7 @@ def analyze_texts(
             found += bandit_found
             warnings += bandit_warned
         try:
+            budget = secrets_budget_s if secrets_budget_s is not None else budget_for(len(text))
             found += run_detect_secrets(path, text, budget_s=budget, stop=stop)
         except ScanBudgetExceeded as exc:
             warnings.append(secrets_warning(exc, budget))

@@ -25,6 +25,7 @@ from deeprepo.builtin.analyzers.findings import AnalyzerWarning, WorkerFinding
 
 __all__ = [
     "SECRETS_BUDGET_S",
+    "SECRETS_BUDGET_S_PER_MB",
     "SECRET_FIX",
     "ScanBudgetExceeded",
     "looks_like_secret",
@@ -47,19 +48,24 @@ SECRET_FIX = (
 _BLANK_RUN = re.compile(r"[ \t]{4,}")
 _SCAN_WIDTH = 1000
 _SCAN_OVERLAP = 200  # a secret cut by one window's edge is whole in the next
-#: Seconds of detect-secrets one file may take; a whole megabyte of real code takes ~1 s.
-#: ``DEEPREPO_SECRETS_BUDGET_S`` in the environment changes it (:func:`secrets_budget_s`).
+#: Seconds of detect-secrets one file may take, plus ``SECRETS_BUDGET_S_PER_MB`` for each
+#: megabyte of it: real code scans at 3-6 s a megabyte on a loaded core, a file built to be
+#: slow at a hundred times that. ``DEEPREPO_SECRETS_BUDGET_S`` in the environment sets a
+#: fixed budget instead (:func:`secrets_budget_s`).
 SECRETS_BUDGET_S = 20.0
+SECRETS_BUDGET_S_PER_MB = 60.0
 
 
-def secrets_budget_s() -> float:
-    """The per-file budget: ``DEEPREPO_SECRETS_BUDGET_S`` when set to a positive number."""
-    raw = os.environ.get("DEEPREPO_SECRETS_BUDGET_S", "")
+def secrets_budget_s(chars: int = 0) -> float:
+    """The budget for a file of ``chars`` characters (``DEEPREPO_SECRETS_BUDGET_S`` when set
+    to a positive number)."""
     try:
-        value = float(raw)
+        value = float(os.environ.get("DEEPREPO_SECRETS_BUDGET_S", ""))
     except ValueError:
-        return SECRETS_BUDGET_S
-    return value if value > 0 else SECRETS_BUDGET_S
+        value = 0.0
+    if value > 0:
+        return value
+    return SECRETS_BUDGET_S + SECRETS_BUDGET_S_PER_MB * chars / 1_000_000
 
 
 class ScanBudgetExceeded(Exception):
@@ -250,14 +256,15 @@ def run_detect_secrets(
     path: str,
     text: str,
     *,
-    budget_s: float = SECRETS_BUDGET_S,
+    budget_s: float | None = None,
     stop: threading.Event | None = None,
 ) -> list[WorkerFinding]:
     """detect-secrets' default plugins over ``text``, judged; lines relative to ``text``.
 
     ``path`` picks the file-type rules (e.g. quoting in Python vs YAML). The scan sees
     bounded pieces of each line (:func:`_scan_units`) and raises
-    :class:`ScanBudgetExceeded` past ``budget_s`` seconds or once ``stop`` is set.
+    :class:`ScanBudgetExceeded` past ``budget_s`` seconds (default: :func:`secrets_budget_s`
+    for the text's size) or once ``stop`` is set.
     """
     try:
         # The library's own per-line steps (filters, context) without its file reading,
@@ -274,7 +281,8 @@ def run_detect_secrets(
     lines = _bounded_lines(text.split("\n"))
     units = list(_scan_units(lines))
     context_lines = [line[:_SCAN_WIDTH] for line in lines]
-    deadline = _Deadline(budget_s, stop)
+    budget = secrets_budget_s(len(text)) if budget_s is None else budget_s
+    deadline = _Deadline(budget, stop)
     secrets: list[tuple[Any, str]] = []
     with _SECRETS_LOCK:
         _ensure_secret_plugins()
