@@ -347,3 +347,21 @@ def test_05_sigterm_during_the_architecture_pass_stops_the_run_at_once(tmp_path:
     assert "interrupted" in stderr
     # Stopped inside the load: the episode never began (no trajectory, no report).
     assert not (out / "trajectory.jsonl").exists() and not (out / "report.md").exists()
+
+
+@pytest.mark.e2e
+def test_04_timeout_while_detect_secrets_grinds_ends_the_run_at_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # 2,000 quadratic lines: ~10 minutes of detect-secrets, over two minutes of budget; the
+    # run's --timeout must end it, not the budget (the 120 s bound below is only a hang's).
+    repo = _write(
+        tmp_path / "repo",
+        {"grind.py": ("secret_key" + "*" * 990 + "\n") * 2000, "ok.py": REAL_SECRET},
+    )
+    r = _analyze(
+        repo, tmp_path / "out", "--timeout", "8", "--max-file-size", "5000000", timeout=120
+    )
+    assert r.returncode == 3, r.stdout + r.stderr
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert "grind.py" in metrics["unaudited_paths"], metrics

@@ -82,6 +82,10 @@ def analyze_texts(
     for path, text in files:
         found: list[WorkerFinding] = []
         warnings: list[AnalyzerWarning] = []
+        if stop is not None and stop.is_set():  # the run is over: start nothing more
+            warnings.append(_NOT_STARTED)
+            out.append((found, warnings))
+            continue
         if is_python(path, text):
             bandit_found, bandit_warned = run_bandit(text, whole_file=whole_files)
             found += bandit_found
@@ -107,6 +111,9 @@ def analyze_texts(
     return results
 
 
+_NOT_STARTED = AnalyzerWarning(
+    "analyzers", "not analysed by analyzers: the run ended before this file's turn", bounded=True
+)
 _POOL_LOCK = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
