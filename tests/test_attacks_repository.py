@@ -198,6 +198,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 REAL_SECRET = 'DB_PASSWORD = "Zx9-hunter2-Qm7-prod"\n'
+SLOW_LINE = "AKIA" + "4" * 990 + "x\n"
 
 
 @pytest.mark.e2e
@@ -229,12 +230,9 @@ def test_04_lines_built_to_make_detect_secrets_cubic_cost_seconds(tmp_path: Path
 
 @pytest.mark.e2e
 def test_04_a_file_past_the_secrets_budget_is_named_and_not_audited(tmp_path: Path) -> None:
-    # Quadratic lines (secret_key + 990 '*') cost ~0.3 s each; the budget is lowered for the
-    # test so that the bound, not the clock of a loaded machine, decides.
-    repo = _write(
-        tmp_path / "repo",
-        {"slow.py": ("secret_key" + "*" * 990 + "\n") * 60, "ok.py": REAL_SECRET},
-    )
+    # The slowest line found once the input is bounded (AKIA + 990 digits: ~0.1 s a line);
+    # 900 of them are two minutes of scan, and the budget is lowered to 0.3 s for the test.
+    repo = _write(tmp_path / "repo", {"slow.py": SLOW_LINE * 900, "ok.py": REAL_SECRET})
     env_budget = {"DEEPREPO_SECRETS_BUDGET_S": "0.3"}
     r = run_cli(
         "analyze", str(repo), "--out", str(tmp_path / "out"), *OFFLINE,
@@ -353,12 +351,9 @@ def test_05_sigterm_during_the_architecture_pass_stops_the_run_at_once(tmp_path:
 def test_04_timeout_while_detect_secrets_grinds_ends_the_run_at_its_timeout(
     tmp_path: Path,
 ) -> None:
-    # 2,000 quadratic lines: ~10 minutes of detect-secrets, over two minutes of budget; the
+    # 3,000 slow lines: ~5 minutes of detect-secrets, over three minutes of budget; the
     # run's --timeout must end it, not the budget (the 120 s bound below is only a hang's).
-    repo = _write(
-        tmp_path / "repo",
-        {"grind.py": ("secret_key" + "*" * 990 + "\n") * 2000, "ok.py": REAL_SECRET},
-    )
+    repo = _write(tmp_path / "repo", {"grind.py": SLOW_LINE * 3000, "ok.py": REAL_SECRET})
     r = _analyze(
         repo, tmp_path / "out", "--timeout", "8", "--max-file-size", "5000000", timeout=120
     )
