@@ -7,9 +7,11 @@ for the address families, through a real sandbox kernel in every mode that runs 
 - item 4: a line that makes detect-secrets cubic costs a bounded time, and a file past its
   budget is named as not analysed;
 - item 5: unclosed JavaScript comments do not make the architecture pass quadratic;
-  SIGTERM and ``--timeout`` during the load stop the run with partial outputs, exit 3;
+  ``--timeout`` during the load stops the run (exit 3), SIGTERM stops it at once (130);
 - item 6: deeply nested manifests and Python do not crash the run: named, not parsed;
 - item 11: ``socket`` and ``socketpair`` outside AF_UNIX/AF_INET/AF_INET6 are refused.
+
+Beyond the items: a baseline model's reply nested past ``json``'s recursion.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.harden import landlock_abi
 from deeprepo.sandbox.isolation import bwrap_problem
 from deeprepo.sandbox.kernel import Kernel
+from deeprepo.testing.loopback import LoopbackServer
 
 try:
     seccomp.filter_bpf()
@@ -360,3 +363,32 @@ def test_04_timeout_while_detect_secrets_grinds_ends_the_run_at_its_timeout(
     assert r.returncode == 3, r.stdout + r.stderr
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert "grind.py" in metrics["unaudited_paths"], metrics
+
+
+@pytest.mark.e2e
+def test_06_a_baseline_reply_talked_into_deep_nesting_is_no_crash(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    # Beyond the item: the repository can ask the baseline model to answer `[[[[…`; the reply
+    # is parsed in deeprepo's process and must read as "no findings", not a RecursionError.
+    repo = _write(tmp_path / "repo", {"app.py": "import os\nos.system(input())\n"})
+    loopback.enqueue_openai("```json\n" + "[" * 100_000 + "]" * 100_000 + "\n```\n")
+    out = tmp_path / "run"
+    proc = run_cli(
+        "baseline", str(repo), "--model", "openai/test-big", "--base-url",
+        loopback.openai_base_url, "--context-tokens", "20000", "--out", str(out),
+        env={"HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "findings.json").read_text()) == []
+
+
+def test_04_root_code_cannot_stall_the_static_worker_with_unclosed_file_tags() -> None:
+    # Beyond the item: the prompt is root code's; 100,000 unclosed tags took hours before.
+    from deeprepo.builtin.static import FREE_FORM_NOTE, StaticWorker
+
+    hostile = '<file path="a.py">\n' * 100_000
+    assert StaticWorker().answer(hostile).startswith(FREE_FORM_NOTE)
+    block = hostile + '<file path="b.py">\n' + SLOW_LINE + "</file>"
+    reply = json.loads(StaticWorker().answer(block))
+    assert reply["findings"] == [] or all(f["file"] == "a.py" for f in reply["findings"])
