@@ -193,11 +193,11 @@ _JS_SPEC = r"""(['"])([^'"\n]+)\1"""
 _JS_IMPORT = re.compile(
     r"\b(?<![$.])(?:"
     # import x from '…', import {a, b} from '…', export * from '…', export {a} from '…'
-    # (the clause never runs into the next import/export: a file of bare `import` lines
-    # would otherwise be scanned 1,000 characters from each of them)
-    r"(?:import|export)\b(?:(?!\b(?:import|export)\b)[^'\";()=]){0,1000}?\bfrom\s*"
-    + _JS_SPEC
-    + r"|"
+    # The clause is read a word at a time (atomic, so a word is never split) and never runs
+    # into the next import/export: a file of bare `import` lines would otherwise be scanned
+    # 1,000 characters from each of them.
+    r"(?:import|export)\b(?:(?!(?:import|export)\b)(?>\w+)|[^\w'\";()=]){0,1000}?"
+    r"\bfrom\s*" + _JS_SPEC + r"|"
     # import '…' (side effects)
     r"import\s*" + _JS_SPEC.replace(r"\1", r"\3") + r"|"
     # require('…'), import('…')
