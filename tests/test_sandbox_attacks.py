@@ -226,7 +226,8 @@ async def test_08_dns_resolution_fails(kernel: Kernel) -> None:
     r = await kernel.exec(cells.dns())
     assert r.output == "gaierror\ngaierror\n"
     r = await kernel.exec(cells.INTERFACES)
-    assert r.output in ("[(1, 'lo')]\n", "[]\n")  # no interface but a loopback
+    # no interface but a loopback, or (seccomp refuses netlink) no answer at all
+    assert r.output in ("[(1, 'lo')]\n", "[]\n", "EAFNOSUPPORT\n"), r.output
     await usable(kernel)
 
 

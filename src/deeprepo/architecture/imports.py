@@ -48,37 +48,56 @@ def python_imports(text: str) -> list[PyImport]:
     if '"""' in text or "'''" in text:
         spans = _triple_quoted(text)
         if spans is None:  # a stray triple quote: the pairing cannot be trusted
-            return _parse_whole(text, [_statement_at(text, s) for s in starts])
+            return _parse_whole(text, _statements(text, starts))
         starts = [s for s in starts if bisect.bisect_right(spans, s) % 2 == 0]
     if "TYPE_CHECKING" in text:
         starts = _outside_type_checking(text, starts)
     if not starts:
         return []
-    statements = [_statement_at(text, s) for s in starts]
+    statements = _statements(text, starts)
     try:
         tree = parse_python("\n".join(statements))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _parse_whole(text, statements)
     return _collect(tree.body)
 
 
-def _statement_at(text: str, start: int) -> str:
-    """The logical line from ``start``: through a closing ``)`` or ``\\`` continuations."""
+def _statements(text: str, starts: list[int]) -> list[str]:
+    """The statements at ``starts``, each once: a start inside the previous statement (a
+    continuation line that happens to read ``import x``) is part of it, not a new one.
+
+    Linear in the text: a hostile file of ``from a import (`` lines with no ``)`` or of
+    ``import a \\`` continuations must not rescan the rest of the file from every line.
+    """
+    out: list[str] = []
+    last_close = text.rfind(")")
+    covered = 0
+    for start in starts:
+        if start < covered:
+            continue
+        end = _statement_end(text, start, last_close)
+        out.append(text[start:end].strip())
+        covered = end
+    return out
+
+
+def _statement_end(text: str, start: int, last_close: int) -> int:
+    """Where the logical line from ``start`` ends: through a closing ``)`` or ``\\``
+    continuations."""
     end = text.find("\n", start)
     end = len(text) if end == -1 else end
     line = text[start:end]
     if "(" in line and ")" not in line.split("#", 1)[0].split("(", 1)[1]:
-        close = text.find(")", end)
-        if close != -1:
-            end = close + 1
+        if last_close >= end:
+            end = text.find(")", end) + 1
     else:
-        while text[start:end].rstrip().endswith("\\"):
+        line_start = start
+        while text[line_start:end].rstrip().endswith("\\"):
             nxt = text.find("\n", end + 1)
             if nxt == -1:
-                end = len(text)
-                break
-            end = nxt
-    return text[start:end].strip()
+                return len(text)
+            line_start, end = end + 1, nxt
+    return end
 
 
 def _triple_quoted(text: str) -> list[int] | None:
@@ -107,7 +126,10 @@ _CODE_LINE = re.compile(r"^([ \t]*)[^\s#]", re.M)
 def _outside_type_checking(text: str, starts: list[int]) -> list[int]:
     """``starts`` less those in the indented body of an ``if TYPE_CHECKING:``."""
     blocks: list[tuple[int, int]] = []
+    covered = 0
     for m in _TYPE_CHECKING_IF.finditer(text):
+        if m.end() < covered:
+            continue  # nested in the previous block: already left out with it
         indent = len(m.group(1).expandtabs())
         end = len(text)
         for line in _CODE_LINE.finditer(text, m.end()):
@@ -115,7 +137,10 @@ def _outside_type_checking(text: str, starts: list[int]) -> list[int]:
                 end = line.start()
                 break
         blocks.append((m.end(), end))
-    return [s for s in starts if not any(a <= s < b for a, b in blocks)]
+        covered = end
+    # The blocks are disjoint and in order: one bisection per start, not one scan of them all.
+    bounds = [x for block in blocks for x in block]
+    return [s for s in starts if bisect.bisect_right(bounds, s) % 2 == 0]
 
 
 def _parse_whole(text: str, statements: list[str]) -> list[PyImport]:
@@ -127,7 +152,7 @@ def _parse_whole(text: str, statements: list[str]) -> list[PyImport]:
     for statement in statements:  # a file that does not parse: each statement on its own
         try:
             found.extend(_collect(parse_python(statement).body))
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
     return found
 
@@ -161,14 +186,18 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 # ------------------------------------------------------------------------------ JavaScript
 
-# Block comments, and line comments that fill their line (a `//` after code may sit in a URL).
-_JS_BLOCK_COMMENT = re.compile(r"/\*[\s\S]*?\*/")
+# Line comments that fill their line (a `//` after code may sit in a URL); block comments are
+# removed by `_strip_block_comments`.
 _JS_LINE_COMMENT = re.compile(r"^[ \t]*//.*", re.M)
 _JS_SPEC = r"""(['"])([^'"\n]+)\1"""
 _JS_IMPORT = re.compile(
     r"\b(?<![$.])(?:"
     # import x from '…', import {a, b} from '…', export * from '…', export {a} from '…'
-    r"(?:import|export)\b[^'\";()=]{0,1000}?\bfrom\s*" + _JS_SPEC + r"|"
+    # The clause is read a word at a time (atomic, so a word is never split) and never runs
+    # into the next import/export: a file of bare `import` lines would otherwise be scanned
+    # 1,000 characters from each of them.
+    r"(?:import|export)\b(?:(?!(?:import|export)\b)(?>\w+)|[^\w'\";()=]){0,1000}?"
+    r"\bfrom\s*" + _JS_SPEC + r"|"
     # import '…' (side effects)
     r"import\s*" + _JS_SPEC.replace(r"\1", r"\3") + r"|"
     # require('…'), import('…')
@@ -182,7 +211,7 @@ def js_imports(text: str) -> list[str]:
     if "import" not in text and "require" not in text and "export" not in text:
         return []
     if "/*" in text:
-        text = _JS_BLOCK_COMMENT.sub("", text)
+        text = _strip_block_comments(text)
     if "//" in text:
         text = _JS_LINE_COMMENT.sub("", text)
     found: list[str] = []
@@ -191,3 +220,21 @@ def js_imports(text: str) -> list[str]:
         if spec:
             found.append(spec)
     return found
+
+
+def _strip_block_comments(text: str) -> str:
+    """``text`` without its ``/* ... */`` comments; an unclosed one is left as it is.
+
+    One pass with ``str.find``: the regex ``/\\*[\\s\\S]*?\\*/`` rescans the rest of the file
+    from every unclosed ``/*``, and ``/*a`` repeated over a megabyte never finishes.
+    """
+    out: list[str] = []
+    pos = 0
+    while (start := text.find("/*", pos)) != -1:
+        end = text.find("*/", start + 2)
+        if end == -1:
+            break  # unclosed: no later `/*` can close either
+        out.append(text[pos:start])
+        pos = end + 2
+    out.append(text[pos:])
+    return "".join(out)

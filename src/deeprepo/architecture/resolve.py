@@ -223,17 +223,52 @@ def package_name(spec: str) -> str:
     return "/".join(parts[:2]) if spec.startswith("@") and len(parts) > 1 else parts[0]
 
 
-_JSON_COMMENTS = re.compile(r'("(?:\\.|[^"\\])*")|//[^\n]*|/\*[\s\S]*?\*/')
+_JSON_SPECIAL = re.compile(r'"|//|/\*')
+# The rest of a string after its opening quote; the two branches never match the same
+# character, so a string left open fails in one pass.
+_JSON_STRING_REST = re.compile(r'(?:\\.|[^"\\])*"')
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 
 
 def _loose_json(text: str) -> Any:
     """JSON with comments and trailing commas (tsconfig's dialect), or ``None``."""
-    try:
-        cleaned = _JSON_COMMENTS.sub(lambda m: m.group(1) or "", text)
-        return json.loads(_TRAILING_COMMA.sub(r"\1", cleaned))
-    except (ValueError, RecursionError):
+    cleaned = _strip_json_comments(text)
+    if cleaned is None:
         return None
+    try:
+        return json.loads(_TRAILING_COMMA.sub(r"\1", cleaned))
+    except (ValueError, RecursionError, MemoryError):
+        return None  # not JSON, or nested past what the parser can hold: not a config
+
+
+def _strip_json_comments(text: str) -> str | None:
+    """``text`` without ``//`` and ``/* */`` comments outside strings; ``None`` when a string
+    or a block comment is left open (not JSON either way).
+
+    One pass with ``str.find``: a regex that tries ``/\\*[\\s\\S]*?\\*/`` at every ``/*`` of a
+    file of unclosed comments rescans the rest of the file from each of them.
+    """
+    out: list[str] = []
+    pos = 0
+    while (m := _JSON_SPECIAL.search(text, pos)) is not None:
+        out.append(text[pos : m.start()])
+        token = m.group()
+        if token == '"':
+            rest = _JSON_STRING_REST.match(text, m.end())
+            if rest is None:
+                return None
+            out.append(text[m.start() : rest.end()])
+            pos = rest.end()
+        elif token == "//":
+            nl = text.find("\n", m.end())
+            pos = len(text) if nl == -1 else nl
+        else:
+            close = text.find("*/", m.end())
+            if close == -1:
+                return None
+            pos = close + 2
+    out.append(text[pos:])
+    return "".join(out)
 
 
 class JsResolver:

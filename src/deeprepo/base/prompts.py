@@ -117,7 +117,9 @@ Answer with JSON only, exactly this shape:
 Answer {"findings": []} when the file has no problem."""
 
 _FILE_PATH = r'<file path="([^"\n]+)"'
-_FILE_BLOCK_RE = re.compile(_FILE_PATH + r'(?: lines="(\d+)-(\d+)")?>\n(.*?)\n?</file>', re.DOTALL)
+# The opening tag of a file block; its body runs to the first ``</file>`` after it.
+_FILE_OPEN_RE = re.compile(_FILE_PATH + r'(?: lines="(\d+)-(\d+)")?>\n')
+_FILE_CLOSE = "</file>"
 #: Only the path of each file block: a cheap count of which files a prompt names.
 FILE_HEADER_RE = re.compile(_FILE_PATH)
 _NUMBERED_LINE_RE = re.compile(r"^ *\d+ \| ?")
@@ -141,12 +143,25 @@ def file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
 
 
 def extract_file_blocks(prompt: str) -> list[tuple[str, str, int]]:
-    """Find ``(path, content, start_line)`` for each file block in a prompt, line numbers stripped."""
+    """Find ``(path, content, start_line)`` for each file block in a prompt, line numbers stripped.
+
+    Prompts are written by root code (a model steered by the repository it reads): the
+    scan is one pass with ``str.find``, since a lazy ``(.*?)</file>`` regex rescans the rest
+    of the prompt from every unclosed tag (8,000 of them took 40 s).
+    """
     out: list[tuple[str, str, int]] = []
-    for m in _FILE_BLOCK_RE.finditer(prompt):
+    pos = 0
+    while (m := _FILE_OPEN_RE.search(prompt, pos)) is not None:
+        close = prompt.find(_FILE_CLOSE, m.end())
+        if close == -1:
+            break  # no later tag can close either
+        raw = prompt[m.end() : close]
+        if raw.endswith("\n"):
+            raw = raw[:-1]
         start = int(m.group(2)) if m.group(2) else 1
-        body = "\n".join(_NUMBERED_LINE_RE.sub("", ln, count=1) for ln in m.group(4).split("\n"))
+        body = "\n".join(_NUMBERED_LINE_RE.sub("", ln, count=1) for ln in raw.split("\n"))
         out.append((m.group(1), body, start))
+        pos = close + len(_FILE_CLOSE)
     return out
 
 

@@ -136,6 +136,11 @@ class StaticWorker:
         self._order_lock = threading.Lock()
         # (path, tool) -> why that analyzer could not read the file, for the run's notes.
         self._unread: dict[tuple[str, str], str] = {}
+        # Files an analyzer gave up on at a time bound: not audited, whatever reached it.
+        self._bounded: set[str] = set()
+        # Set when the run ends: analyses still running in worker threads stop at their
+        # next line instead of keeping the process alive past the run's --timeout.
+        self._stop = threading.Event()
 
     @property
     def name(self) -> str:
@@ -145,6 +150,11 @@ class StaticWorker:
         """``(path, tool) -> message`` for every file an analyzer could not read so far."""
         with self._order_lock:
             return dict(self._unread)
+
+    def bounded_files(self) -> list[str]:
+        """Paths whose analysis stopped at a time bound (hostile input): not audited."""
+        with self._order_lock:
+            return sorted(self._bounded)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Audit every file block of the last user message; zero usage, no network."""
@@ -178,6 +188,8 @@ class StaticWorker:
                     warnings.append(w.to_json(t.path))
                     with self._order_lock:
                         self._unread.setdefault((t.path, w.tool), w.message)
+                        if w.bounded:
+                            self._bounded.add(t.path)
         reply: dict[str, Any] = {"findings": findings}
         if warnings:
             reply["warnings"] = warnings
@@ -191,7 +203,8 @@ class StaticWorker:
         return _Target(path, content, False, start, hi)
 
     async def aclose(self) -> None:
-        """Nothing to release: analyzers hold no connections."""
+        """Stop the analyses still running (they end at their next line, named as cut)."""
+        self._stop.set()
 
     def _analyze(self, targets: list[_Target]) -> list[FileResult]:
         out: list[FileResult | None] = [None] * len(targets)
@@ -202,6 +215,7 @@ class StaticWorker:
                     [(targets[i].path, targets[i].text) for i in at],
                     whole_files=whole,
                     semgrep=self._semgrep_ahead if whole else run_semgrep,
+                    stop=self._stop,
                 )
                 for i, result in zip(at, done, strict=True):
                     out[i] = result

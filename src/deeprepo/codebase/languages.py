@@ -10,7 +10,7 @@ import json
 import posixpath
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 #: Lower-case extension (with the dot) → language name.
@@ -211,13 +211,18 @@ _MAIN_GUARD = re.compile(
 )
 
 
-def find_entry_points(files: Mapping[str, str]) -> list[str]:
+def find_entry_points(files: Mapping[str, str], not_parsed: list[str] | None = None) -> list[str]:
     """Paths in ``files`` that start a program, sorted.
 
     Heuristics: conventional names (``__main__.py``, ``main.py``, ``index.ts``, ...), Python
     files with a ``__main__`` guard, ``package.json`` ``main``/``bin`` and ``pyproject.toml``
     ``[project.scripts]`` / ``[tool.poetry.scripts]`` targets that exist in ``files``.
+
+    The manifests are repository text: one that is too large or nested too deep for the
+    parser (a ``RecursionError`` from ``[[[[...``) is not parsed, and a note naming it is
+    appended to ``not_parsed`` when given; the other files are still read.
     """
+    notes: list[str] = [] if not_parsed is None else not_parsed
     found: set[str] = set()
     for path, text in files.items():
         name = posixpath.basename(path)
@@ -226,17 +231,43 @@ def find_entry_points(files: Mapping[str, str]) -> list[str]:
         ):
             found.add(path)
         if name == "package.json":
-            found.update(_package_json_targets(path, text, files))
+            found.update(_package_json_targets(path, text, files, notes))
         elif name == "pyproject.toml":
-            found.update(_pyproject_targets(path, text, files))
+            found.update(_pyproject_targets(path, text, files, notes))
     return sorted(found)
 
 
-def _package_json_targets(path: str, text: str, files: Mapping[str, str]) -> Iterable[str]:
+#: Manifests larger than this are not parsed: real ones are a few kilobytes.
+MAX_MANIFEST_CHARS = 1_000_000
+
+
+def _parse_manifest(
+    path: str, text: str, parse: Callable[[str], Any], syntax: type[Exception], notes: list[str]
+) -> Any:
+    """``parse(text)``, or ``None`` with a note when the manifest cannot be read safely.
+
+    A syntax error is the author's business (no note: the file is still audited as text);
+    a manifest past the size bound or nested past the parser's recursion is named, since
+    it reads as an attempt to stop the run.
+    """
+    if len(text) > MAX_MANIFEST_CHARS:
+        notes.append(
+            f"{path}: not parsed for entry points (over {MAX_MANIFEST_CHARS:,} characters)"
+        )
+        return None
     try:
-        data = json.loads(text)
-    except ValueError:
-        return []
+        return parse(text)
+    except syntax:
+        return None
+    except (RecursionError, MemoryError) as exc:
+        notes.append(f"{path}: not parsed for entry points (nested too deep: {type(exc).__name__})")
+        return None
+
+
+def _package_json_targets(
+    path: str, text: str, files: Mapping[str, str], notes: list[str]
+) -> Iterable[str]:
+    data = _parse_manifest(path, text, json.loads, ValueError, notes)
     if not isinstance(data, dict):
         return []
     values: list[Any] = [data.get("main")]
@@ -256,10 +287,11 @@ def _package_json_targets(path: str, text: str, files: Mapping[str, str]) -> Ite
     return found
 
 
-def _pyproject_targets(path: str, text: str, files: Mapping[str, str]) -> Iterable[str]:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+def _pyproject_targets(
+    path: str, text: str, files: Mapping[str, str], notes: list[str]
+) -> Iterable[str]:
+    data = _parse_manifest(path, text, tomllib.loads, tomllib.TOMLDecodeError, notes)
+    if not isinstance(data, dict):
         return []
     scripts: list[Any] = []
     project = data.get("project")

@@ -368,6 +368,8 @@ def codebase_from_files(
     shown = [SkippedFile(escape_name(s.path), escape_name(s.reason)) for s in skipped]
     # Stable sort: equal sizes stay in path order.
     largest = sorted(((p, len(t)) for p, t in ordered.items()), key=lambda pt: -pt[1])[:10]
+    not_parsed: list[str] = []
+    entry_points = find_entry_points(ordered, not_parsed)
     metadata = CodebaseMetadata(
         root=escape_name(root_name),
         files=len(ordered),
@@ -375,13 +377,14 @@ def codebase_from_files(
         lines=lines,
         languages=dict(sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))),
         largest_files=[(escape_name(p), n) for p, n in largest],
-        entry_points=[escape_name(p) for p in find_entry_points(ordered)],
+        entry_points=[escape_name(p) for p in entry_points],
         skipped=sorted(shown, key=lambda s: s.path),
         notes=[escape_name(n) for n in notes],
         revision=revision,
         scopes=count_scopes(scopes),
         ignored=ignored,
         run_folders=sorted(escape_name(p) for p in run_folders),
+        not_analysed=[escape_name(n) for n in not_parsed],
     )
     return Codebase(
         files=ordered,

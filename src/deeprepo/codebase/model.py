@@ -29,6 +29,9 @@ class CodebaseMetadata:
     scopes: dict[str, int] = field(default_factory=dict)  # scope -> file count (codebase.scope)
     ignored: int = 0  # paths that matched the root's .gitignore rules, not loaded
     run_folders: list[str] = field(default_factory=list)  # deeprepo's own outputs, not loaded
+    #: Files deeprepo's own passes could not read safely (a manifest nested past the parser's
+    #: recursion, a file past a size or time bound), one note each: the run names them.
+    not_analysed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from deeprepo.architecture import architecture_of
 from deeprepo.base.chat import ChatModel, UsageRowDict
 from deeprepo.base.prompts import FILE_HEADER_RE
-from deeprepo.base.records import Turn
+from deeprepo.base.records import RunResult, Turn
 from deeprepo.base.textsafe import escape_name
 from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
@@ -33,6 +34,7 @@ from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
 from deeprepo.report.viewer import viewer_on_failure
+from deeprepo.run.loading import run_load
 from deeprepo.run.models import build_model
 from deeprepo.run.options import (
     AnalyzeOptions,
@@ -137,6 +139,7 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)
     scopes = parse_scopes(options.include_scopes, options.exclude_scopes)
+    architecture_of(codebase)  # computed once, here, where the load's bounds apply
     return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes)
 
 
@@ -179,7 +182,8 @@ async def _analyze(
     saved: SavedRun | None,
     recorder: RunRecorder,
 ) -> RunHandle:
-    plan = _plan(options, saved)
+    timeout = options.limits.timeout_s
+    plan, load_s = await run_load(lambda: _plan(options, saved), timeout)
     options = plan.options  # with the limits the run goes by (a paid run's default cap)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
@@ -194,6 +198,8 @@ async def _analyze(
     config = options.limits.episode_config(
         EpisodeConfig(prompt=options.prompt, audit_scopes=plan.audit_scopes, catch_interrupt=True)
     )
+    if timeout is not None:  # --timeout is the whole run's: the load spent part of it
+        config = replace(config, timeout_s=max(0.1, round(timeout - load_s, 1)))
     record = options_record(options, plan.root_spec, plan.sub_spec, cache)
     # Only now, with every setting checked and the models built, touch the directory.
     if saved is None:
@@ -239,7 +245,9 @@ async def _analyze(
             result = await episode.run()
         finally:
             await wiring.aclose()
+        result.notes.extend(plan.codebase.metadata.not_analysed)
         result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
+        result = _bounded_unaudited(result, sub_model)
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
@@ -342,6 +350,26 @@ def _run_notes(sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel
     if callable(model_notes):
         notes.extend(model_notes())
     return notes
+
+
+def _bounded_unaudited(result: RunResult, sub_model: ChatModel) -> RunResult:
+    """``result`` with the files the static worker gave up on at a time bound counted as
+    not audited: their prompts were answered, but not every analyzer read them."""
+    if not isinstance(sub_model, StaticWorker):
+        return result
+    cut = set(sub_model.bounded_files()) & set(result.files_covered)
+    if not cut:
+        return result
+    reason = (
+        f"{len(cut)} file(s) cut short by an analyzer's time bound (built to be slow?): "
+        + ", ".join(escape_name(p) for p in sorted(cut)[:10])
+    )
+    return replace(
+        result,
+        files_covered=[p for p in result.files_covered if p not in cut],
+        unaudited=sorted({*result.unaudited, *cut}),
+        incomplete_reason="; ".join(r for r in (result.incomplete_reason, reason) if r),
+    )
 
 
 def unread_notes(unread: Mapping[tuple[str, str], str], limit: int = 10) -> list[str]:

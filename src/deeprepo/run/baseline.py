@@ -171,7 +171,7 @@ def parse_baseline_findings(reply: str, known_files: set[str]) -> list[Finding]:
                 continue
             try:
                 data: Any = json.loads(cand[start : end + 1])
-            except ValueError:
+            except (ValueError, RecursionError):  # a reply the repository talked into [[[[…
                 continue
             if isinstance(data, dict):
                 data = data.get("findings", [])

@@ -22,7 +22,13 @@ What it refuses, and why:
   swap, clocks, ``acct``, ``quotactl``, ``personality``, ``iopl``/``ioperm``,
   file handles (``open_by_handle_at``);
 - memory outside ``RLIMIT_AS``: ``memfd_create`` and System V ``shmget``
-  (their pages are not charged to the address-space limit).
+  (their pages are not charged to the address-space limit);
+- socket address families other than ``AF_UNIX``, ``AF_INET`` and ``AF_INET6``
+  (:data:`ALLOWED_FAMILIES`), for ``socket`` and ``socketpair``, answered with
+  EAFNOSUPPORT: a network namespace isolates only IP, so vsock (the host's
+  hypervisor), netlink, packet, bluetooth, crypto (``AF_ALG``) and key sockets
+  would reach the host or the kernel's less-used code around it. An allow-list,
+  so a family added to a later kernel is refused too.
 
 Other architectures' system call tables (i386 on x86-64, x32) kill the process.
 """
@@ -34,7 +40,7 @@ import ctypes.util
 import functools
 import os
 
-__all__ = ["DENIED", "SeccompUnavailable", "filter_bpf"]
+__all__ = ["ALLOWED_FAMILIES", "DENIED", "SeccompUnavailable", "filter_bpf"]
 
 DENIED = (
     "ptrace",
@@ -96,6 +102,15 @@ DENIED = (
     "shmget",
 )
 
+#: The only address families a cell may open a socket in: unix sockets (Python's
+#: multiprocessing, local servers a cell starts) and IP, which the network namespace
+#: (bwrap) or Landlock (process mode) confines.
+ALLOWED_FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10}
+# Every family number below this is checked one by one (Linux has 46 today); any
+# larger value, including one with the upper 32 bits set (the kernel reads an int),
+# is refused by a single comparison.
+_FAMILY_LIMIT = 64
+
 # clone(2) with any of these flags makes a new namespace.
 _CLONE_NEW = {
     "CLONE_NEWNS": 0x00020000,
@@ -112,6 +127,9 @@ _ACT_ERRNO_EPERM = 0x00050000 | 1
 # clone3 passes its flags in memory that seccomp cannot read, so it is refused as missing
 # (ENOSYS), which makes glibc fall back to clone, whose flags the filter checks.
 _ACT_ERRNO_ENOSYS = 0x00050000 | 38
+_ACT_ERRNO_EAFNOSUPPORT = 0x00050000 | 97
+_CMP_EQ = 4
+_CMP_GE = 5
 _CMP_MASKED_EQ = 7
 
 
@@ -179,6 +197,7 @@ def filter_bpf() -> bytes:
         clone = lib.seccomp_syscall_resolve_name(b"clone")
         for flag in _CLONE_NEW.values():
             _add(lib, ctx, clone, [_ArgCmp(0, _CMP_MASKED_EQ, flag, flag)])
+        _refuse_families(lib, ctx)
         read_fd, write_fd = os.pipe()
         try:
             rc = lib.seccomp_export_bpf(ctx, write_fd)
@@ -199,6 +218,19 @@ def filter_bpf() -> bytes:
     if not program or len(program) % 8:
         raise SeccompUnavailable("libseccomp exported an empty or malformed filter")
     return program
+
+
+def _refuse_families(lib: ctypes.CDLL, ctx: int) -> None:
+    """``socket`` and ``socketpair`` in any family outside :data:`ALLOWED_FAMILIES`: EAFNOSUPPORT."""
+    allowed = set(ALLOWED_FAMILIES.values())
+    for name in (b"socket", b"socketpair"):
+        nr = lib.seccomp_syscall_resolve_name(name)
+        if nr < 0:
+            continue
+        for family in range(_FAMILY_LIMIT):
+            if family not in allowed:
+                _add(lib, ctx, nr, [_ArgCmp(0, _CMP_EQ, family, 0)], _ACT_ERRNO_EAFNOSUPPORT)
+        _add(lib, ctx, nr, [_ArgCmp(0, _CMP_GE, _FAMILY_LIMIT, 0)], _ACT_ERRNO_EAFNOSUPPORT)
 
 
 def _add(

@@ -28,7 +28,13 @@ from deeprepo.builtin.analyzers.findings import (
     merge_findings,
 )
 from deeprepo.builtin.analyzers.python import is_python, run_bandit, weak_hash_upgrade
-from deeprepo.builtin.analyzers.secrets import looks_like_secret, run_detect_secrets
+from deeprepo.builtin.analyzers.secrets import (
+    ScanBudgetExceeded,
+    looks_like_secret,
+    run_detect_secrets,
+    secrets_warning,
+)
+from deeprepo.builtin.analyzers.secrets import secrets_budget_s as budget_for
 from deeprepo.builtin.analyzers.semgrep import run_semgrep, semgrep_applies, semgrep_available
 
 __all__ = [
@@ -54,6 +60,8 @@ def analyze_texts(
     *,
     whole_files: bool = True,
     semgrep: Callable[[Sequence[tuple[str, str]]], list[FileResult]] = run_semgrep,
+    stop: threading.Event | None = None,
+    secrets_budget_s: float | None = None,
 ) -> list[FileResult]:
     """Every analyzer that applies, over ``(path, text)`` pairs; lines relative to each text.
 
@@ -61,6 +69,10 @@ def analyze_texts(
     statement cut at either end instead of refusing the text). ``semgrep``
     scans the files it is given in one go (the static worker passes one that
     also scans files it expects to be asked about next).
+
+    The texts are untrusted: a file whose secrets scan passes ``secrets_budget_s``, or
+    every file left once ``stop`` is set, gets a ``bounded`` warning instead of a hang.
+    The budget defaults to :func:`~.secrets.secrets_budget_s` of each file's size.
     """
     semgrep_at = [i for i, (path, text) in enumerate(files) if semgrep_applies(path, text)]
     # semgrep runs in its own process: start it first and run the in-process
@@ -70,11 +82,19 @@ def analyze_texts(
     for path, text in files:
         found: list[WorkerFinding] = []
         warnings: list[AnalyzerWarning] = []
+        if stop is not None and stop.is_set():  # the run is over: start nothing more
+            warnings.append(_NOT_STARTED)
+            out.append((found, warnings))
+            continue
         if is_python(path, text):
             bandit_found, bandit_warned = run_bandit(text, whole_file=whole_files)
             found += bandit_found
             warnings += bandit_warned
-        found += run_detect_secrets(path, text)
+        try:
+            budget = secrets_budget_s if secrets_budget_s is not None else budget_for(len(text))
+            found += run_detect_secrets(path, text, budget_s=budget, stop=stop)
+        except ScanBudgetExceeded as exc:
+            warnings.append(secrets_warning(exc, budget))
         out.append((found, warnings))
     by_semgrep = dict(zip(semgrep_at, scan.result(), strict=True)) if scan is not None else {}
     results = []
@@ -91,6 +111,9 @@ def analyze_texts(
     return results
 
 
+_NOT_STARTED = AnalyzerWarning(
+    "analyzers", "not analysed by analyzers: the run ended before this file's turn", bounded=True
+)
 _POOL_LOCK = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -125,7 +148,7 @@ def _prose_lines(path: str, text: str, lines: list[str]) -> set[int]:
     if is_python(path, text):
         try:
             tree = parse_python(text)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             return out
         for node in ast.walk(tree):
             if (

@@ -116,7 +116,7 @@ def _parseable_window(text: str) -> tuple[str, int] | None:
             else:
                 return None
             continue
-        except ValueError:  # null bytes
+        except (ValueError, RecursionError, MemoryError):  # null bytes, nested too deep
             return None
         return (window, head) if window.strip() else None
     return None
@@ -128,6 +128,13 @@ def _syntax_warning(exc: SyntaxError, offset: int = 0) -> AnalyzerWarning:
         "bandit",
         f"not analysed by bandit: does not parse as Python {_PYTHON_VERSION} ({where}); "
         "written for a newer Python, or not Python 3",
+    )
+
+
+def _too_deep(exc: BaseException) -> AnalyzerWarning:
+    return AnalyzerWarning(
+        "bandit",
+        f"not analysed by bandit: nested too deep for Python's parser ({type(exc).__name__})",
     )
 
 
@@ -148,6 +155,8 @@ def run_bandit(
             return [], [_syntax_warning(exc)]
         except ValueError:  # null bytes
             return [], [AnalyzerWarning("bandit", "not analysed by bandit: null bytes in source")]
+        except (RecursionError, MemoryError) as exc:
+            return [], [_too_deep(exc)]
         window, offset = text, 0
     else:
         found = _parseable_window(text)
@@ -156,6 +165,8 @@ def run_bandit(
                 parse_python(textwrap.dedent(text))
             except SyntaxError as exc:
                 return [], [_syntax_warning(exc)]
+            except (RecursionError, MemoryError) as exc:
+                return [], [_too_deep(exc)]
             except ValueError:
                 pass
             return [], [
@@ -172,6 +183,9 @@ def run_bandit(
         with PARSE_LOCK:  # bandit parses the file itself
             mgr.run_tests()
         issues = mgr.get_issue_list()
+        if mgr.skipped:  # bandit caught its own failure (its visitor recursed too deep)
+            reason = str(mgr.skipped[0][1])[:120]
+            return [], [AnalyzerWarning("bandit", f"not analysed by bandit: {reason}")]
     out = []
     lines = window.split("\n")
     for issue in issues:
