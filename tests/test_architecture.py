@@ -468,3 +468,14 @@ def test_base_url_at_the_root_and_files_that_are_no_modules() -> None:
     assert _edges(arch) == {("app", "lib"): 1}
     assert [d.name for d in arch.external] == ["react"]  # `types` is the repository's own
     assert arch.unresolved == 0
+
+
+def test_a_paren_in_an_import_lines_comment_opens_nothing() -> None:
+    """``import os  # a note (with a paren`` is one line: the comment's "(" is not a
+    parenthesised import list (it raised IndexError and stopped the whole run)."""
+    text = "import os  # a note (with a paren\nfrom a import (b,\n  c)  # (x\nimport re\n"
+    assert set(python_imports(text)) == {
+        PyImport("os", (), 0),
+        PyImport("a", ("b", "c"), 0),
+        PyImport("re", (), 0),
+    }

@@ -86,8 +86,8 @@ def _statement_end(text: str, start: int, last_close: int) -> int:
     continuations."""
     end = text.find("\n", start)
     end = len(text) if end == -1 else end
-    line = text[start:end]
-    if "(" in line and ")" not in line.split("#", 1)[0].split("(", 1)[1]:
+    code = text[start:end].split("#", 1)[0]  # a "(" in a comment opens nothing
+    if "(" in code and ")" not in code.split("(", 1)[1]:
         if last_close >= end:
             end = text.find(")", end) + 1
     else:
