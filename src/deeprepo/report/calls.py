@@ -21,6 +21,7 @@ from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Role, UsageDict
 from deeprepo.base.closing import Closing
+from deeprepo.base.safefile import open_append
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
@@ -70,7 +71,7 @@ class CallLog(Closing):
         if path.is_file():
             drop_torn_tail(path)  # a crash's half record must not swallow the next one
         self._seq = _last_seq(path)
-        self._fh = path.open("a", encoding="utf-8")
+        self._fh = open_append(path)
         #: Why the file stopped being written (a full disk, say); the run goes on and says so.
         self.failed: str | None = None
 

@@ -7,7 +7,6 @@ The metrics schema is documented in ``docs/outputs.md``; bump
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 from deeprepo.architecture import architecture_markdown, architecture_of
 from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
 from deeprepo.base.records import RunResult
+from deeprepo.base.safefile import write_atomic
 from deeprepo.base.version import VERSION
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
@@ -27,12 +27,6 @@ from deeprepo.report.viewer import write_viewer_quietly
 METRICS_SCHEMA_VERSION = 3
 #: How many unaudited or skipped paths report.md names before pointing at metrics.json.
 LIST_LIMIT = 20
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def sub_cost_share(result: RunResult) -> float | None:
@@ -356,22 +350,20 @@ def write_outputs(
     """Write report.md, findings.json, findings.sarif, metrics.json and trajectory.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
-    _write_atomic(
+    write_atomic(
         out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
     )
-    _write_atomic(
+    write_atomic(
         out_dir / "findings.sarif",
         json.dumps(sarif_log(result, codebase.files), indent=2, ensure_ascii=False) + "\n",
     )
-    _write_atomic(
+    write_atomic(
         out_dir / "metrics.json",
         json.dumps(
             metrics(result, codebase, offline=offline, mode=mode), indent=2, ensure_ascii=False
         )
         + "\n",
     )
-    _write_atomic(
-        out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode)
-    )
+    write_atomic(out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode))
     # Last, from the files just written: the page shows exactly what the run folder holds.
     write_viewer_quietly(out_dir)

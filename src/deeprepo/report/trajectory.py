@@ -16,6 +16,7 @@ from typing import Any
 from deeprepo.base.closing import Closing
 from deeprepo.base.jsonl import read_objects
 from deeprepo.base.records import Turn
+from deeprepo.base.safefile import open_append, open_update
 
 RUN_FILES = (
     "trajectory.jsonl",
@@ -33,7 +34,7 @@ class TrajectoryWriter(Closing):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fh = path.open("a", encoding="utf-8")
+        self._fh = open_append(path)
 
     def _write(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
@@ -69,7 +70,7 @@ def drop_torn_tail(path: Path) -> int:
     size = path.stat().st_size
     if size == 0:
         return 0
-    with path.open("rb+") as fh:
+    with open_update(path) as fh:
         # Records are at most a few MB; read back in blocks until a newline shows up.
         pos, tail = size, b""
         while pos > 0 and b"\n" not in tail:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from deeprepo.base.safefile import write_atomic
 from deeprepo.base.version import VERSION
 from deeprepo.report.viewer.markup import Cuts, Limits, h
 from deeprepo.report.viewer.runview import RunView, load_run_view, text
@@ -164,9 +164,7 @@ def write_viewer(
     view = load_run_view(run_dir)
     target = out or run_dir / VIEWER_FILE
     page, cut = _render(view, limits or Limits())
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, page)
     return ViewerPage(
         path=target,
         turns=len(view.turns),

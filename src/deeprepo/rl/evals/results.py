@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.jsonl import numbered_lines
+from deeprepo.base.safefile import write_atomic
 
 if TYPE_CHECKING:
     from deeprepo.rl.env.rollout import RolloutOutcome
@@ -150,6 +151,4 @@ def load_results(path: Path) -> list[RolloutResult]:
 
 def write_results(path: Path, results: Iterable[RolloutResult]) -> None:
     """Write rollouts as JSON lines (the file is replaced)."""
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for r in results:
-            fh.write(r.to_json() + "\n")
+    write_atomic(Path(path), "".join(r.to_json() + "\n" for r in results))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 from deeprepo.base import prompts
 from deeprepo.base.errors import DeeprepoError, UsageError
 from deeprepo.base.jsonl import numbered_lines
+from deeprepo.base.safefile import write_atomic
 from deeprepo.report.trajectory import read_trajectory
 
 __all__ = [
@@ -391,13 +391,7 @@ def export_sft(
     summary = ExportSummary(out=out)
     if not out.parent.is_dir():
         raise UsageError(f"the folder of {out} does not exist; create it first")
-    tmp = out.with_name(out.name + ".tmp")
     runs = (run for source in sources for run in read_runs(source))
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for example in examples(runs, options, summary):
-                fh.write(json.dumps(example, ensure_ascii=False) + "\n")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    lines = (json.dumps(e, ensure_ascii=False) + "\n" for e in examples(runs, options, summary))
+    write_atomic(out, lines)
     return summary
