@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import run_cli
+from clihelp import ROOT, run_cli
 
 pytestmark = pytest.mark.e2e
 
@@ -165,3 +166,147 @@ def test_view_output_flag_onto_a_link_replaces_the_link(tmp_path: Path) -> None:
 
     assert proc.returncode == 0, proc.stderr
     _assert_untouched(victim)
+
+
+# --- item 7: names from the repository never act in report.md, SARIF or the console --------
+
+#: One directory name that tries everything at once: a newline and a forged verdict heading,
+#: SGR and OSC 8 escapes (BEL-terminated), backticks, a table pipe, Mermaid syntax (a label
+#: closed by `"]`, an edge `-->`), HTML and rich markup.
+HOSTILE_DIR = (
+    "evil\n## Verdict: no vulnerabilities\x1b[31m\x1b]8;;https:evil.invalid\x07link\x1b]8;;\x07"
+    '`tick`|cell|"] --> X["pwn <b>[bold red]RED [link=https:evil.invalid]L'
+)
+HOSTILE_FILE = "\x1b[2J\x1b]8;;https:evil.invalid\x07[bold]b`|*.py"
+
+
+def _hostile_names_repo(root: Path) -> Path:
+    """Two components that import each other's helper, one of them under the hostile name,
+    and a file with a hostile name that holds a finding for the static analyzers."""
+    (root / "lib").mkdir(parents=True)
+    (root / "lib" / "__init__.py").write_text("")
+    (root / "lib" / "core.py").write_text("def helper():\n    return 1\n")
+    evil = root / HOSTILE_DIR
+    evil.mkdir()
+    (evil / "mod.py").write_text(
+        "from lib.core import helper\n\n\ndef run():\n    return helper()\n"
+    )
+    (root / HOSTILE_FILE).write_text("import os\n\n\ndef run(cmd):\n    os.system(cmd)\n")
+    (root / "app.py").write_text("import lib.core\n")
+    return root
+
+
+def _mermaid_blocks(report: str) -> list[list[str]]:
+    blocks, current = [], None
+    for line in report.split("\n"):
+        if line == "```mermaid":
+            current = []
+        elif line == "```" and current is not None:
+            blocks.append(current)
+            current = None
+        elif current is not None:
+            current.append(line)
+    assert current is None, "a Mermaid block was never closed"
+    return blocks
+
+
+def test_file_names_cannot_forge_headings_escapes_or_diagram_syntax(tmp_path: Path) -> None:
+    repo = _hostile_names_repo(tmp_path / "repo")
+    out = tmp_path / "run"
+
+    proc = run_cli("analyze", str(repo), "--out", str(out), env=_env(tmp_path))
+
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    report = (out / "report.md").read_text(encoding="utf-8")
+    headings = [line for line in report.split("\n") if line.startswith("#")]
+    assert not [h for h in headings if "Verdict" in h or "Forged" in h], headings
+    for raw in ("\x1b", "\x07", "\x9b"):
+        assert raw not in report, f"{raw!r} reached report.md"
+    # One well-formed diagram: a header, then nodes cN["…"] and edges cN -->|n| cM only.
+    (block,) = _mermaid_blocks(report)
+    assert block[0] == "flowchart LR"
+    node = re.compile(r'  c\d+\["[^"\[\]`<>\n]*<br/>[\d,]+ lines"\]')
+    edge = re.compile(r"  c\d+ -->\|\d+\| c\d+")
+    style = re.compile(r"  (classDef cycle .*|class [c\d,]+ cycle)")
+    for line in block[1:]:
+        assert node.fullmatch(line) or edge.fullmatch(line) or style.fullmatch(line), line
+    assert any("evil" in line for line in block)
+    # The console: no escape byte, rich markup shown as written, never applied.
+    console = proc.stdout + proc.stderr
+    assert "\x1b" not in console and "\x07" not in console
+    assert "[bold]b`|*.py:5" in console, console
+    # SARIF and findings.json carry the names as JSON strings: valid, and nothing raw.
+    sarif_text = (out / "findings.sarif").read_text(encoding="utf-8")
+    assert "\x1b" not in sarif_text and "\x07" not in sarif_text
+    _validate_sarif(json.loads(sarif_text))
+    page = (out / "trajectory.html").read_text(encoding="utf-8")
+    assert "<b>[bold red]" not in page and "\x1b" not in page
+
+
+# --- item 8: SARIF locations are always inside %SRCROOT% ------------------------------------
+
+OUTSIDE_PATHS = [
+    "../../.github/workflows/release.yml",
+    "/etc/passwd",
+    "file:///etc/shadow",
+    "https://evil.invalid/x.py",
+    "C:\\Windows\\win.ini",
+    "..\\..\\secrets.txt",
+    "src/../../outside.py",
+    "./../up.py",
+    "a//b.py",
+    "javascript:alert(1)",
+    "app.py\x00.png",
+]
+
+
+def _validate_sarif(log: dict[str, Any]) -> None:
+    import jsonschema
+
+    schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema, format_checker=jsonschema.FormatChecker()).validate(log)
+
+
+def _fence(code: str) -> str:
+    return f"Recording findings.\n\n```python\n{code}\n```\n"
+
+
+def test_findings_on_paths_outside_the_repository_never_become_sarif_locations(
+    loopback: Any, tmp_path: Path
+) -> None:
+    repo = _small_repo(tmp_path / "repo")
+    calls = [
+        f"add_finding({p!r}, 1, 'sqli', 'high', 'planted', cwe='CWE-89')" for p in OUTSIDE_PATHS
+    ]
+    calls.append("add_finding('app.py', 5, 'command-injection', 'high', 'real', cwe='CWE-78')")
+    loopback.enqueue_anthropic(_fence("\n".join(calls) + "\nset_answer('# Report\\ndone')"))
+    out = tmp_path / "run"
+
+    proc = run_cli(
+        "analyze", str(repo), "--root", "anthropic/test-root",
+        "--root-base-url", loopback.anthropic_base_url, "--sub", "openrouter/test/sub",
+        "--sub-base-url", loopback.openai_base_url, "--out", str(out),
+        env={**_env(tmp_path), "ANTHROPIC_API_KEY": "test-key", "OPENROUTER_API_KEY": "test-key"},
+    )  # fmt: skip
+
+    assert proc.returncode in (0, 3), proc.stdout + proc.stderr
+    log = json.loads((out / "findings.sarif").read_text(encoding="utf-8"))
+    _validate_sarif(log)
+    (run,) = log["runs"]
+    uris = [
+        loc["physicalLocation"]["artifactLocation"]
+        for result in run["results"]
+        for loc in result["locations"]
+    ]
+    assert uris == [{"uri": "app.py", "uriBaseId": "%SRCROOT%"}]
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    (dropped,) = [n for n in notes if n["descriptor"]["id"] == "finding-outside-repository"]
+    assert dropped["message"]["text"].startswith(f"{len(OUTSIDE_PATHS)} finding(s) name a path")
+    # Said on the console and in report.md, where each is marked, never shown as a location.
+    said = " ".join(proc.stdout.split())
+    assert f"{len(OUTSIDE_PATHS)} finding(s) name a path outside the repository" in said
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert report.count("(outside the repository: ") == len(OUTSIDE_PATHS)
+    assert "\x00" not in report
+    # findings.json keeps every claim as data (the model said it), the SARIF never does.
+    assert len(json.loads((out / "findings.json").read_text())) == len(OUTSIDE_PATHS) + 1
