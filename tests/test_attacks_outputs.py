@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +63,12 @@ def _finished_run(run: Path) -> None:
     )
 
 
-def _resumable_run(run: Path, repo: Path) -> None:
+def _resumable_run(run: Path, repo: Path, *, run_log: bool = False) -> None:
     """A run folder that stopped before its first turn, with the options of an offline run."""
     run.mkdir(parents=True)
     options = {
         "path": str(repo), "root": "scripted/expert", "sub": "static", "cache": False,
-        "run_log": False, "out_dir": str(run), "sandbox": "auto",
+        "run_log": run_log, "out_dir": str(run), "sandbox": "auto",
     }  # fmt: skip
     _jsonl(
         run / "trajectory.jsonl",
@@ -310,3 +312,94 @@ def test_findings_on_paths_outside_the_repository_never_become_sarif_locations(
     assert "\x00" not in report
     # findings.json keeps every claim as data (the model said it), the SARIF never does.
     assert len(json.loads((out / "findings.json").read_text())) == len(OUTSIDE_PATHS) + 1
+
+
+# --- item 10: a hostile calls.jsonl cannot blow up the viewer's memory --------------------
+
+#: Peak RSS of a ``deeprepo`` command, measured in a fresh parent so no earlier child counts.
+_PEAK_RSS = """
+import resource, subprocess, sys
+proc = subprocess.run([sys.executable, "-m", "deeprepo", *sys.argv[1:]],
+                      capture_output=True, text=True, timeout=300)
+sys.stdout.write(proc.stdout + proc.stderr)
+print("RC", proc.returncode)
+print("PEAK_KIB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+"""
+
+
+def _peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, int]:
+    """(exit code, console text, peak resident memory in MiB) of ``deeprepo ARGS``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *args],
+        capture_output=True,
+        text=True,
+        timeout=320,
+        env={**os.environ, **(env or {})},
+    )
+    lines = proc.stdout.strip().split("\n")
+    peak = int(lines[-1].removeprefix("PEAK_KIB "))
+    rc = int(lines[-2].removeprefix("RC "))
+    return rc, "\n".join(lines[:-2]), peak // 1024
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["tiny_records", "tiny_call_records", "huge_records", "tiny_findings", "tiny_turns"],
+)
+def test_view_memory_stays_bounded_on_a_hostile_run_folder(tmp_path: Path, shape: str) -> None:
+    baseline_run = tmp_path / "small"
+    _finished_run(baseline_run)
+    _, _, baseline = _peak("view", str(baseline_run))
+
+    run = tmp_path / "hostile"
+    _finished_run(run)
+    ten_mb = 10_500_000
+    if shape == "tiny_records":
+        (run / "calls.jsonl").write_bytes(b"{}\n" * (ten_mb // 3))
+    elif shape == "tiny_call_records":
+        line = json.dumps({"seq": 1, "turn": 1, "role": "sub", "prompt": "p"}).encode() + b"\n"
+        (run / "calls.jsonl").write_bytes(line * (ten_mb // len(line)))
+    elif shape == "huge_records":
+        big = json.dumps({"seq": 1, "turn": 1, "role": "sub", "prompt": "A" * 2_000_000})
+        (run / "calls.jsonl").write_text((big + "\n") * 5)
+    elif shape == "tiny_findings":
+        (run / "findings.json").write_bytes(b"[" + b"{}," * (ten_mb // 3) + b"{}]")
+    else:
+        with (run / "trajectory.jsonl").open("ab") as fh:
+            fh.write(b'{"type":"turn"}\n' * (ten_mb // 16))
+
+    rc, said, peak = _peak("view", str(run))
+
+    assert rc == 0, said
+    assert peak - baseline < 150, f"view grew {peak - baseline} MiB over {baseline} MiB"
+    page = (run / "trajectory.html").read_text(encoding="utf-8")
+    expected = {
+        "tiny_records": "calls.jsonl: only the first 20,000 records read",
+        "tiny_call_records": "calls.jsonl: only the first 20,000 records read",
+        "huge_records": "calls.jsonl: 5 record(s) too large to show, left out",
+        "tiny_findings": "findings.json: about 3,500,000 values",
+        "tiny_turns": "trajectory.jsonl: only the first 10,000 records read",
+    }[shape]
+    assert expected in page
+    assert expected in " ".join(said.split())
+
+
+def test_resume_and_its_run_log_stay_bounded_on_a_hostile_calls_log(tmp_path: Path) -> None:
+    repo = _small_repo(tmp_path / "repo")
+    baseline_run, run = tmp_path / "small", tmp_path / "run"
+    for folder in (baseline_run, run):
+        _resumable_run(folder, repo, run_log=True)
+    (run / "calls.jsonl").write_bytes(b'{"seq": 1}\n' * 1_000_000)
+    env = _env(tmp_path)
+    _, _, baseline = _peak("analyze", str(repo), "--resume", str(baseline_run), env=env)
+
+    rc, said, peak = _peak("analyze", str(repo), "--resume", str(run), env=env)
+
+    said = " ".join(said.split())
+    assert rc in (0, 3), said
+    assert peak - baseline < 150, f"resume grew {peak - baseline} MiB over {baseline} MiB"
+    # The run log, which reads the whole file, refuses it (a RunLogWarning) and the run goes
+    # on; the page shows the first records and says what it left out.
+    assert "Run log:" not in said
+    page = (run / "trajectory.html").read_text(encoding="utf-8")
+    assert "calls.jsonl: only the first 20,000 records read" in page

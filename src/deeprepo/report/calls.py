@@ -21,9 +21,10 @@ from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Role, UsageDict
 from deeprepo.base.closing import Closing
+from deeprepo.base.jsonl import iter_objects
 from deeprepo.base.safefile import open_append
 from deeprepo.providers.ledger import LLMCall
-from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
+from deeprepo.report.trajectory import RUN_FILE_LIMITS, drop_torn_tail, read_trajectory
 
 __all__ = ["TEXT_LIMIT", "CallDict", "CallLog", "read_calls"]
 
@@ -141,5 +142,10 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
 
 def _last_seq(path: Path) -> int:
     # A resumed run appends: numbering goes on from the last whole record.
-    seqs = [r.get("seq") for r in read_calls(path)]
+    # Streamed: a hostile calls.jsonl of millions of records costs time, not memory.
+    if not path.is_file():
+        return 0
+    seqs = (
+        r.get("seq") for r in iter_objects(path, max_line_bytes=RUN_FILE_LIMITS["max_line_bytes"])
+    )
     return max((s for s in seqs if isinstance(s, int)), default=0)

@@ -154,6 +154,8 @@ class ViewerPage:
     sub_calls: int | None  # None: the run folder has no calls.jsonl
     findings: int
     cut: list[str]
+    #: What the run folder held that the page could not read or left out (said on the page).
+    problems: list[str]
 
 
 def write_viewer(
@@ -171,6 +173,7 @@ def write_viewer(
         sub_calls=None if view.calls is None else sum(c.role != "root" for c in view.calls),
         findings=len(view.findings or []),
         cut=cut,
+        problems=list(view.problems),
     )
 
 
