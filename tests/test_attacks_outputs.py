@@ -131,7 +131,7 @@ def test_resume_never_writes_through_links_planted_at_every_output_name(tmp_path
     assert "## Findings" in (run / "report.md").read_text()
 
 
-@pytest.mark.parametrize("link", ["symlink", "hardlink"])
+@pytest.mark.parametrize("link", ["symlink", "hardlink", "fifo"])
 @pytest.mark.parametrize("log", ["calls.jsonl", "trajectory.jsonl"])
 def test_resume_refuses_an_append_log_that_is_a_link(tmp_path: Path, log: str, link: str) -> None:
     repo = _small_repo(tmp_path / "repo")
@@ -145,8 +145,10 @@ def test_resume_refuses_an_append_log_that_is_a_link(tmp_path: Path, log: str, l
     (run / log).unlink(missing_ok=True)
     if link == "symlink":
         (run / log).symlink_to(victim)
-    else:
+    elif link == "hardlink":
         os.link(victim, run / log)
+    else:  # a FIFO no one reads: a write would fail, or block, or feed the attacker's reader
+        os.mkfifo(run / log)
     before = victim.read_bytes()
 
     proc = run_cli("analyze", str(repo), "--resume", str(run), env=_env(tmp_path))
@@ -154,8 +156,11 @@ def test_resume_refuses_an_append_log_that_is_a_link(tmp_path: Path, log: str, l
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert victim.read_bytes() == before
     said = " ".join((proc.stdout + proc.stderr).split())
+    if link == "fifo" and log == "trajectory.jsonl":  # not a file: nothing to resume
+        assert "holds no trajectory.jsonl" in said
+        return
     assert f"refusing to write {run / log}" in said
-    assert "link" in said
+    assert "link" in said or "not a plain file" in said
 
 
 def test_view_output_flag_onto_a_link_replaces_the_link(tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ lines cannot cost gigabytes of memory; what it left out is counted for the reade
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = [
     "BoundedRead",
+    "JsonlLimits",
     "iter_objects",
     "numbered_lines",
     "read_bounded",
@@ -79,18 +80,31 @@ class BoundedRead:
         return out
 
 
+@dataclass(frozen=True)
+class JsonlLimits:
+    """How much of a JSON-lines file :func:`read_bounded` reads."""
+
+    max_records: int
+    max_line_bytes: int
+    max_bytes: int
+
+
 def read_bounded(
-    path: Path, *, max_records: int, max_line_bytes: int, max_bytes: int
+    path: Path,
+    limits: JsonlLimits,
+    shrink: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> BoundedRead:
     """The JSON objects of the file at ``path``, one a line, read as a stream: at most
-    ``max_records`` records and ``max_bytes`` bytes of lines are kept, a line longer than
-    ``max_line_bytes`` is skipped without being held. Memory is bounded by the limits,
-    never by the file."""
+    ``limits.max_records`` records and ``limits.max_bytes`` bytes of lines are read, a line
+    longer than ``limits.max_line_bytes`` is skipped without being held, and each record is
+    passed through
+    ``shrink`` (a reader that shows only part of each record drops the rest here) before it
+    is kept. Memory is bounded by the limits, never by the file."""
     records: list[dict[str, Any]] = []
     bad = too_long = kept_bytes = 0
     with path.open("rb") as fh:
         size = max(0, path.stat().st_size)
-        for line in _lines(fh, max_line_bytes):
+        for line in _lines(fh, limits.max_line_bytes):
             if line is None:
                 too_long += 1
                 continue
@@ -99,8 +113,8 @@ def read_bounded(
             if record is None:
                 bad += line.strip() != b""
                 continue
-            records.append(record)
-            if len(records) >= max_records or kept_bytes >= max_bytes:
+            records.append(record if shrink is None else shrink(record))
+            if len(records) >= limits.max_records or kept_bytes >= limits.max_bytes:
                 break
         rest = max(0, size - fh.tell())
         if 0 < rest <= 1 << 16 and not fh.read().strip():

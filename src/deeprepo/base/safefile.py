@@ -60,10 +60,14 @@ def _checked_fd(path: Path, flags: int, mode: int = 0o644) -> int:
     except OSError as exc:
         if path.is_symlink():
             raise _refusal(path, f"it is a symbolic link (to {os.readlink(path)!r})") from exc
+        if path.exists() and not path.is_file():  # a FIFO with no reader: ENXIO
+            raise _refusal(path, "it is not a plain file") from exc
         raise
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        # A character device (/dev/null, /dev/full) is the user's own choice: a run folder
+        # from elsewhere cannot carry one (making one takes root); a FIFO or socket it can.
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
             raise _refusal(path, "it is not a plain file")
         if st.st_nlink > 1:
             raise _refusal(path, f"it is a hard link ({st.st_nlink} names share it)")
@@ -82,8 +86,8 @@ def open_append(path: Path, *, binary: Literal[True]) -> IO[bytes]: ...
 def open_append(path: Path, *, binary: bool = False) -> IO[str] | IO[bytes]:
     """``path`` opened for appending (created when missing), text UTF-8 unless ``binary``.
 
-    Raises :class:`UnsafePathError` when ``path`` is a symbolic link, a hard link, a FIFO or
-    anything but a plain file."""
+    Raises :class:`UnsafePathError` when ``path`` is a symbolic link, a hard link, a FIFO, a
+    socket or a folder."""
     fd = _checked_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     if binary:
         return os.fdopen(fd, "ab")

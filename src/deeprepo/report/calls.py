@@ -145,7 +145,5 @@ def _last_seq(path: Path) -> int:
     # Streamed: a hostile calls.jsonl of millions of records costs time, not memory.
     if not path.is_file():
         return 0
-    seqs = (
-        r.get("seq") for r in iter_objects(path, max_line_bytes=RUN_FILE_LIMITS["max_line_bytes"])
-    )
+    seqs = (r.get("seq") for r in iter_objects(path, max_line_bytes=RUN_FILE_LIMITS.max_line_bytes))
     return max((s for s in seqs if isinstance(s, int)), default=0)

@@ -15,7 +15,7 @@ from typing import Any
 
 from deeprepo.base.closing import Closing
 from deeprepo.base.errors import UnsafePathError
-from deeprepo.base.jsonl import read_bounded
+from deeprepo.base.jsonl import JsonlLimits, read_bounded
 from deeprepo.base.records import Turn
 from deeprepo.base.safefile import open_append, open_update
 
@@ -62,7 +62,7 @@ class TrajectoryWriter(Closing):
 
 #: The most a run file (trajectory.jsonl, calls.jsonl) read back whole may hold: far above
 #: any run deeprepo makes, and a bound on the memory a hostile run folder can cost.
-RUN_FILE_LIMITS = {"max_records": 100_000, "max_line_bytes": 64 << 20, "max_bytes": 512 << 20}
+RUN_FILE_LIMITS = JsonlLimits(max_records=100_000, max_line_bytes=64 << 20, max_bytes=512 << 20)
 
 
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
@@ -71,11 +71,11 @@ def read_trajectory(path: Path) -> list[dict[str, Any]]:
     Raises :class:`~deeprepo.base.errors.UnsafePathError` when the file is larger than
     :data:`RUN_FILE_LIMITS` allow: a run folder is untrusted, and a resume, an export or the
     run log must not lose records silently nor read without bound."""
-    read = read_bounded(path, **RUN_FILE_LIMITS)
+    read = read_bounded(path, RUN_FILE_LIMITS)
     if read.too_long or read.not_read_bytes:
         raise UnsafePathError(
             f"{path} is too large to read safely ("
-            + "; ".join(read.left_out(path.name, RUN_FILE_LIMITS["max_records"]))
+            + "; ".join(read.left_out(path.name, RUN_FILE_LIMITS.max_records))
             + "); deeprepo did not write it this way, so start a new run instead"
         )
     return read.records

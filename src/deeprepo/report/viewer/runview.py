@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
-from deeprepo.base.jsonl import read_bounded
+from deeprepo.base.jsonl import JsonlLimits, read_bounded
 
 __all__ = [
     "CALLS_LIMITS",
@@ -34,9 +35,17 @@ __all__ = [
 
 #: calls.jsonl: records kept, the longest line read (a record deeprepo writes holds at most
 #: three 32 KiB texts, under 1 MiB even JSON-escaped), and bytes of lines kept.
-CALLS_LIMITS = {"max_records": 20_000, "max_line_bytes": 1 << 20, "max_bytes": 64 << 20}
+CALLS_LIMITS = JsonlLimits(max_records=20_000, max_line_bytes=1 << 20, max_bytes=256 << 20)
+#: Of each text of a call (system, prompt, response, error), the viewer keeps this many
+#: characters of the head and of the tail (3 to 1, as the page cuts): as much as the page
+#: ever shows of one sub-call text (``Limits.call_field_max``).
+CALL_TEXT_HEAD, CALL_TEXT_TAIL = 6_000, 2_000
+#: Characters of call text kept in all (a system prompt shared by calls counted once): past
+#: it, calls are kept without their text, and the page says so where it would show them.
+CALL_TEXT_BUDGET = 64_000_000
+_CALL_TEXTS = ("system", "prompt", "response", "error")
 #: trajectory.jsonl: a turn holds the root's reply, its code and the REPL output.
-TRAJECTORY_LIMITS = {"max_records": 10_000, "max_line_bytes": 16 << 20, "max_bytes": 64 << 20}
+TRAJECTORY_LIMITS = JsonlLimits(max_records=10_000, max_line_bytes=16 << 20, max_bytes=64 << 20)
 #: findings.json and metrics.json: the largest file read, and the most values it may hold
 #: (counted as commas and colons before parsing: ten megabytes of ``{},`` would be millions
 #: of objects).
@@ -84,6 +93,10 @@ class CallRecord:
     error: str
     finish_reason: str
     truncated: bool
+    #: Characters of each text (system, prompt, response, error) not loaded: the text holds
+    #: its head and tail (:data:`CALL_TEXT_HEAD`, :data:`CALL_TEXT_TAIL`), or nothing past
+    #: the text budget.
+    hidden: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
     def end_s(self) -> float:
@@ -109,7 +122,51 @@ class CallRecord:
             error=text(d.get("error")),
             finish_reason=text(d.get("finish_reason")),
             truncated=d.get("truncated") is True,
+            hidden=_hidden_of(d),
         )
+
+
+def _hidden_of(d: dict[str, Any]) -> tuple[int, int, int, int]:
+    hidden = d.get(_HIDDEN)
+    if not isinstance(hidden, tuple) or len(hidden) != 4:
+        return (0, 0, 0, 0)
+    return (int(hidden[0]), int(hidden[1]), int(hidden[2]), int(hidden[3]))
+
+
+#: The key :class:`_CallShrinker` stores what it left out under: no JSON object read from a
+#: file holds a tuple, so a record cannot forge it.
+_HIDDEN = "\0hidden"
+
+
+class _CallShrinker:
+    """Keeps of each call record what the page can show: each text's head and tail, and no
+    text at all once :data:`CALL_TEXT_BUDGET` characters are kept."""
+
+    def __init__(self) -> None:
+        self.left = CALL_TEXT_BUDGET
+        self.systems: dict[str, str] = {}  # one copy of each system prompt, however many use it
+
+    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
+        hidden = []
+        for key in _CALL_TEXTS:
+            value = record.get(key)
+            if not isinstance(value, str):
+                hidden.append(0)
+                continue
+            keep = CALL_TEXT_HEAD + CALL_TEXT_TAIL
+            kept = value[:CALL_TEXT_HEAD] + value[-CALL_TEXT_TAIL:] if len(value) > keep else value
+            if key == "system" and kept in self.systems:
+                kept = self.systems[kept]
+            elif len(kept) > self.left:
+                kept = ""
+            else:
+                self.left -= len(kept)
+                if key == "system":
+                    self.systems[kept] = kept
+            record[key] = kept
+            hidden.append(len(value) - len(kept))
+        record[_HIDDEN] = tuple(hidden)
+        return record
 
 
 def _usage(d: dict[str, Any]) -> Usage:
@@ -147,14 +204,19 @@ class RunView:
         return grouped
 
 
-def _read_jsonl(path: Path, problems: list[str], limits: dict[str, int]) -> list[dict[str, Any]]:
-    read = read_bounded(path, **limits)
+def _read_jsonl(
+    path: Path,
+    problems: list[str],
+    limits: JsonlLimits,
+    shrink: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    read = read_bounded(path, limits, shrink)
     if read.bad:
         problems.append(
             f"{path.name}: {read.bad} line(s) unreadable and left out (a torn last line is what a "
             "killed run leaves)"
         )
-    problems.extend(read.left_out(path.name, limits["max_records"]))
+    problems.extend(read.left_out(path.name, limits.max_records))
     return read.records
 
 
@@ -203,7 +265,8 @@ def load_run_view(run_dir: Path) -> RunView:
     calls_path = run_dir / "calls.jsonl"
     if calls_path.is_file():
         view.calls = [
-            CallRecord.from_dict(r) for r in _read_jsonl(calls_path, view.problems, CALLS_LIMITS)
+            CallRecord.from_dict(r)
+            for r in _read_jsonl(calls_path, view.problems, CALLS_LIMITS, _CallShrinker())
         ]
     findings_path = run_dir / "findings.json"
     if findings_path.is_file():

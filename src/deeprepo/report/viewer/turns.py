@@ -41,9 +41,12 @@ class _CallText:
         self.left = limits.call_text_budget
         cuts.call_field_limit = self.field
         uses: dict[str, int] = {}
+        #: Characters of each system prompt the reader did not load (see CallRecord.hidden).
+        self.system_hidden: dict[str, int] = {}
         for c in subs:
             if c.system:
                 uses[c.system] = uses.get(c.system, 0) + 1
+                self.system_hidden.setdefault(c.system, c.hidden[0])
         self.uses = {s: n for s, n in uses.items() if n > 1}
         self.shared = {s: i for i, s in enumerate(self.uses, 1)}
 
@@ -65,7 +68,7 @@ def _shared_systems(budget: _CallText, limits: Limits, cuts: Cuts) -> list[str]:
     for system, n in budget.shared.items():
         out += [
             f'<h4 id="system-{n}">S{n}: used by {budget.uses[system]:,} sub-calls</h4>',
-            pre(system, limits.turn_field, cuts, "calls.jsonl"),
+            pre(system, limits.turn_field, cuts, "calls.jsonl", "", budget.system_hidden[system]),
         ]
     return [*out, "</details>"]
 
@@ -86,14 +89,17 @@ def _call(c: CallRecord, budget: _CallText, cuts: Cuts) -> str:
             f'<p class="muted">System prompt: S{budget.shared[c.system]} (listed above the turns)</p>'
         )
     elif c.system:
-        out += ["<h4>System</h4>", pre(c.system, budget.field, cuts, where)]
-    out += ["<h4>Prompt</h4>", pre(c.prompt, budget.field, cuts, where)]
+        out += ["<h4>System</h4>", pre(c.system, budget.field, cuts, where, "", c.hidden[0])]
+    out += ["<h4>Prompt</h4>", pre(c.prompt, budget.field, cuts, where, "", c.hidden[1])]
     if c.response is not None:
-        out += ["<h4>Response</h4>", pre(c.response, budget.field, cuts, where, "out")]
+        out += [
+            "<h4>Response</h4>",
+            pre(c.response, budget.field, cuts, where, "out", c.hidden[2]),
+        ]
     else:
         out.append('<p class="muted">No response.</p>')
     if c.error:
-        out += ["<h4>Error</h4>", pre(c.error, budget.field, cuts, where, "err")]
+        out += ["<h4>Error</h4>", pre(c.error, budget.field, cuts, where, "err", c.hidden[3])]
     facts = [f"finish reason: {h(c.finish_reason)}"] if c.finish_reason else []
     if c.truncated:
         facts.append("prompt or response was cut to 32 KiB when recorded")
