@@ -408,3 +408,18 @@ def test_resume_and_its_run_log_stay_bounded_on_a_hostile_calls_log(tmp_path: Pa
     assert "Run log:" not in said
     page = (run / "trajectory.html").read_text(encoding="utf-8")
     assert "calls.jsonl: only the first 20,000 records read" in page
+
+
+def test_compare_refuses_a_results_file_of_millions_of_tiny_rollouts(tmp_path: Path) -> None:
+    honest = tmp_path / "honest.jsonl"
+    honest.write_text('{"example_id": "a", "reward": 0.5}\n{"example_id": "b", "reward": 1}\n')
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_bytes(b'{"example_id": "a", "reward": 0}\n' * 300_000)
+    baseline_rc, _, baseline = _peak("compare", str(honest), str(honest))
+
+    rc, said, peak = _peak("compare", str(honest), str(hostile))
+
+    assert baseline_rc == 0
+    assert rc == 2, said
+    assert "holds more than 50,000 rollouts" in " ".join(said.split())
+    assert peak - baseline < 150, f"compare grew {peak - baseline} MiB over {baseline} MiB"

@@ -128,10 +128,23 @@ def resolve_results_path(path: Path) -> Path:
     return path / RESULTS_FILENAME if path.is_dir() else path
 
 
+#: The largest results.jsonl read, and the most rollouts in it: far above an evaluation's
+#: size, and a bound on what a results file from elsewhere can cost in memory.
+MAX_RESULTS_BYTES = 256 << 20
+MAX_RESULTS = 50_000
+
+
 def load_results(path: Path) -> list[RolloutResult]:
-    """Read a ``results.jsonl`` (or a directory holding one); blank lines are skipped."""
+    """Read a ``results.jsonl`` (or a directory holding one); blank lines are skipped.
+    A file over :data:`MAX_RESULTS_BYTES` or :data:`MAX_RESULTS` rollouts is refused."""
     path = resolve_results_path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_RESULTS_BYTES:
+            raise UsageError(
+                f"{path} is {size:,} bytes, more than the {MAX_RESULTS_BYTES:,} deeprepo reads "
+                "from a results file; `deeprepo eval` never writes one that large"
+            )
         text = path.read_text("utf-8")
     except FileNotFoundError:
         raise UsageError(
@@ -139,6 +152,11 @@ def load_results(path: Path) -> list[RolloutResult]:
         ) from None
     out = []
     for n, line in numbered_lines(text):
+        if len(out) >= MAX_RESULTS:
+            raise UsageError(
+                f"{path} holds more than {MAX_RESULTS:,} rollouts, more than deeprepo reads "
+                "from a results file; split it"
+            )
         try:
             out.append(RolloutResult.from_json(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
