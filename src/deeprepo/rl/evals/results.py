@@ -150,7 +150,7 @@ def load_results(path: Path) -> list[RolloutResult]:
         raise UsageError(
             f"Results file not found: {path}. Pass a results.jsonl written by `deeprepo eval`."
         ) from None
-    out = []
+    out: list[RolloutResult] = []
     for n, line in numbered_lines(text):
         if len(out) >= MAX_RESULTS:
             raise UsageError(
