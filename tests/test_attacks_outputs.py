@@ -342,6 +342,7 @@ def _peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, int]
         env={**os.environ, **(env or {})},
     )
     lines = proc.stdout.strip().split("\n")
+    assert len(lines) >= 2 and lines[-1].startswith("PEAK_KIB "), proc.stdout + proc.stderr
     peak = int(lines[-1].removeprefix("PEAK_KIB "))
     rc = int(lines[-2].removeprefix("RC "))
     return rc, "\n".join(lines[:-2]), peak // 1024
@@ -423,3 +424,21 @@ def test_compare_refuses_a_results_file_of_millions_of_tiny_rollouts(tmp_path: P
     assert rc == 2, said
     assert "holds more than 50,000 rollouts" in " ".join(said.split())
     assert peak - baseline < 150, f"compare grew {peak - baseline} MiB over {baseline} MiB"
+
+
+def test_export_sft_streams_a_results_file_of_millions_of_tiny_rollouts(tmp_path: Path) -> None:
+    honest = tmp_path / "honest" / "results.jsonl"
+    honest.parent.mkdir()
+    honest.write_text('{"example_id": "a", "reward": 1}\n')
+    hostile = tmp_path / "hostile" / "results.jsonl"
+    hostile.parent.mkdir()
+    hostile.write_bytes(b'{"example_id":"a"}\n' * 550_000)
+    _, _, baseline = _peak("export", "sft", str(honest), str(tmp_path / "a.jsonl"))
+
+    rc, said, peak = _peak("export", "sft", str(hostile), str(tmp_path / "b.jsonl"))
+
+    said = " ".join(said.split())
+    # Every rollout read, counted and skipped (none holds prompts): nothing to export, exit 1.
+    assert "skipped 550,000" in said and "nothing to train on" in said, said
+    assert rc == 1, said
+    assert peak - baseline < 150, f"export grew {peak - baseline} MiB over {baseline} MiB"

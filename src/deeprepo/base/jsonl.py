@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 __all__ = [
     "BoundedRead",
     "JsonlLimits",
+    "iter_numbered_lines",
     "iter_objects",
     "numbered_lines",
     "read_bounded",
@@ -131,6 +132,18 @@ def iter_objects(path: Path, *, max_line_bytes: int) -> Iterator[dict[str, Any]]
             record = None if line is None else _object(line)
             if record is not None:
                 yield record
+
+
+def iter_numbered_lines(path: Path, *, max_line_bytes: int) -> Iterator[tuple[int, str]]:
+    """:func:`numbered_lines` of the file at ``path``, streamed: one line held at a time. A
+    line longer than ``max_line_bytes`` comes back as ``"<line too long>"`` (no JSON), so
+    a reader that needs every record says which line it could not read."""
+    with path.open("rb") as fh:
+        for n, line in enumerate(_lines(fh, max_line_bytes), 1):
+            if line is None:
+                yield n, "<line too long>"
+            elif line.strip():
+                yield n, line.decode("utf-8", errors="replace").rstrip("\n")
 
 
 def _object(line: bytes) -> dict[str, Any] | None:
