@@ -442,3 +442,32 @@ def test_export_sft_streams_a_results_file_of_millions_of_tiny_rollouts(tmp_path
     assert "skipped 550,000" in said and "nothing to train on" in said, said
     assert rc == 1, said
     assert peak - baseline < 150, f"export grew {peak - baseline} MiB over {baseline} MiB"
+
+
+# --- the rules under the attacks, stated directly ------------------------------------------
+
+
+@pytest.mark.parametrize("path", OUTSIDE_PATHS + ["", ".", "a/./b.py", "a/", "\x1b[31m.py"])
+def test_a_path_outside_the_repository_is_never_a_repository_location(path: str) -> None:
+    from deeprepo.base.finding import in_repository
+
+    assert not in_repository(path)
+
+
+def test_a_repository_file_stays_a_location_whatever_its_name() -> None:
+    from deeprepo.base.finding import in_repository
+
+    odd = ["c:notes.py", "a\\b.py", "x\x1b[2J.py", "https:x/y.py"]
+    for name in odd:
+        assert in_repository(name, {name}), name  # a name must not hide a finding from SARIF
+    assert in_repository("src/app.py") and in_repository("src/..x/a.py")
+    assert not in_repository("../app.py", {"../app.py"})
+
+
+def test_a_mermaid_label_holds_no_syntax() -> None:
+    from deeprepo.base.textsafe import mermaid_label
+
+    label = mermaid_label('a"]\n--> b["<b>`x`</b>#quot;;|\x1b')
+    assert not set(label) & set('"[]<>`|\n\x1b;') - {";"}
+    assert "#34;" in label and "#93;" in label and "#35;quot#59;" in label
+    assert mermaid_label("src/app_v2.py") == "src/app_v2.py"

@@ -34,6 +34,10 @@ from deeprepo.base.errors import UnsafePathError
 __all__ = ["open_append", "open_update", "refuse_link", "write_atomic"]
 
 _FLAGS = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# Read once, at import: os.umask can only be read by setting it, which would race with
+# threads creating files while a run writes its outputs.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 def _refusal(path: Path, what: str) -> UnsafePathError:
@@ -125,9 +129,7 @@ def write_atomic(path: Path, data: str | bytes | Iterable[str], *, sync: bool = 
             if sync:
                 os.fsync(fh.fileno())
         # mkstemp makes the file 0600; outputs are shared like any file the user writes.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
