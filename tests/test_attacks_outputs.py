@@ -447,7 +447,7 @@ def test_export_sft_streams_a_results_file_of_millions_of_tiny_rollouts(tmp_path
 # --- the rules under the attacks, stated directly ------------------------------------------
 
 
-@pytest.mark.parametrize("path", OUTSIDE_PATHS + ["", ".", "a/./b.py", "a/", "\x1b[31m.py"])
+@pytest.mark.parametrize("path", [*OUTSIDE_PATHS, "", ".", "a/./b.py", "a/", "\x1b[31m.py"])
 def test_a_path_outside_the_repository_is_never_a_repository_location(path: str) -> None:
     from deeprepo.base.finding import in_repository
 
