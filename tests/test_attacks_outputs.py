@@ -350,7 +350,15 @@ def _peak(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, int]
 
 @pytest.mark.parametrize(
     "shape",
-    ["tiny_records", "tiny_call_records", "huge_records", "tiny_findings", "tiny_turns"],
+    [
+        "tiny_records",
+        "tiny_call_records",
+        "huge_records",
+        "tiny_findings",
+        "tiny_turns",
+        "nested_turn",
+        "nested_call",
+    ],
 )
 def test_view_memory_stays_bounded_on_a_hostile_run_folder(tmp_path: Path, shape: str) -> None:
     baseline_run = tmp_path / "small"
@@ -370,9 +378,15 @@ def test_view_memory_stays_bounded_on_a_hostile_run_folder(tmp_path: Path, shape
         (run / "calls.jsonl").write_text((big + "\n") * 5)
     elif shape == "tiny_findings":
         (run / "findings.json").write_bytes(b"[" + b"{}," * (ten_mb // 3) + b"{}]")
-    else:
+    elif shape == "tiny_turns":
         with (run / "trajectory.jsonl").open("ab") as fh:
             fh.write(b'{"type":"turn"}\n' * (ten_mb // 16))
+    elif shape == "nested_turn":  # one line: a list of three million empty objects
+        with (run / "trajectory.jsonl").open("ab") as fh:
+            fh.write(b'{"type":"turn","index":2,"ledger":[' + b"{}," * (ten_mb // 3) + b"{}]}\n")
+    else:
+        line = b'{"seq":1,"turn":1,"role":"sub","model":[' + b"[]," * 300_000 + b"[]]}\n"
+        (run / "calls.jsonl").write_bytes(line * (ten_mb // len(line)))
 
     rc, said, peak = _peak("view", str(run))
 
@@ -385,6 +399,8 @@ def test_view_memory_stays_bounded_on_a_hostile_run_folder(tmp_path: Path, shape
         "huge_records": "calls.jsonl: 5 record(s) too large to show, left out",
         "tiny_findings": "findings.json: about 3,500,000 values",
         "tiny_turns": "trajectory.jsonl: only the first 10,000 records read",
+        "nested_turn": "trajectory.jsonl: 1 record(s) too large to show, left out",
+        "nested_call": "calls.jsonl: 11 record(s) too large to show, left out",
     }[shape]
     assert expected in page
     assert expected in " ".join(said.split())

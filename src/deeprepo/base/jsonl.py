@@ -88,6 +88,9 @@ class JsonlLimits:
     max_records: int
     max_line_bytes: int
     max_bytes: int
+    #: Values one line may hold (its commas and colons, counted before parsing): a line of
+    #: ``[{}, {}, …]`` is ten times its size once parsed, whatever its byte limit.
+    max_line_items: int = 250_000
 
 
 def read_bounded(
@@ -106,7 +109,7 @@ def read_bounded(
     with path.open("rb") as fh:
         size = max(0, path.stat().st_size)
         for line in _lines(fh, limits.max_line_bytes):
-            if line is None:
+            if line is None or _items(line) > limits.max_line_items:
                 too_long += 1
                 continue
             kept_bytes += len(line)
@@ -123,27 +126,38 @@ def read_bounded(
     return BoundedRead(records, bad, too_long, rest)
 
 
-def iter_objects(path: Path, *, max_line_bytes: int) -> Iterator[dict[str, Any]]:
+def iter_objects(
+    path: Path, *, max_line_bytes: int, max_line_items: int = 250_000
+) -> Iterator[dict[str, Any]]:
     """Every JSON object of the file at ``path``, one a line, streamed (a reader that only
-    folds the records, the last sequence number say, holds one at a time); lines longer than
-    ``max_line_bytes`` and lines that hold no object are skipped."""
+    folds the records, the last sequence number say, holds one at a time); lines over
+    ``max_line_bytes`` or ``max_line_items`` (see :class:`JsonlLimits`) and lines that hold
+    no object are skipped."""
     with path.open("rb") as fh:
         for line in _lines(fh, max_line_bytes):
+            if line is not None and _items(line) > max_line_items:
+                continue
             record = None if line is None else _object(line)
             if record is not None:
                 yield record
 
 
-def iter_numbered_lines(path: Path, *, max_line_bytes: int) -> Iterator[tuple[int, str]]:
+def iter_numbered_lines(
+    path: Path, *, max_line_bytes: int, max_line_items: int = 250_000
+) -> Iterator[tuple[int, str]]:
     """:func:`numbered_lines` of the file at ``path``, streamed: one line held at a time. A
     line longer than ``max_line_bytes`` comes back as ``"<line too long>"`` (no JSON), so
     a reader that needs every record says which line it could not read."""
     with path.open("rb") as fh:
         for n, line in enumerate(_lines(fh, max_line_bytes), 1):
-            if line is None:
+            if line is None or _items(line) > max_line_items:
                 yield n, "<line too long>"
             elif line.strip():
                 yield n, line.decode("utf-8", errors="replace").rstrip("\n")
+
+
+def _items(line: bytes) -> int:
+    return line.count(b",") + line.count(b":")
 
 
 def _object(line: bytes) -> dict[str, Any] | None:

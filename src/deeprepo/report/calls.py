@@ -24,12 +24,15 @@ from deeprepo.base.closing import Closing
 from deeprepo.base.jsonl import iter_objects
 from deeprepo.base.safefile import open_append
 from deeprepo.providers.ledger import LLMCall
-from deeprepo.report.trajectory import RUN_FILE_LIMITS, drop_torn_tail, read_trajectory
+from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
 __all__ = ["TEXT_LIMIT", "CallDict", "CallLog", "read_calls"]
 
 #: Characters kept of each prompt and each reply.
 TEXT_LIMIT = 32 * 1024
+#: The longest line read back from calls.jsonl: three texts of TEXT_LIMIT characters, even
+#: JSON-escaped, fit well under it.
+CALL_LINE_BYTES = 1 << 20
 
 
 def _cut(text: str | None) -> tuple[str | None, bool]:
@@ -145,5 +148,5 @@ def _last_seq(path: Path) -> int:
     # Streamed: a hostile calls.jsonl of millions of records costs time, not memory.
     if not path.is_file():
         return 0
-    seqs = (r.get("seq") for r in iter_objects(path, max_line_bytes=RUN_FILE_LIMITS.max_line_bytes))
+    seqs = (r.get("seq") for r in iter_objects(path, max_line_bytes=CALL_LINE_BYTES))
     return max((s for s in seqs if isinstance(s, int)), default=0)

@@ -22,6 +22,7 @@ from typing import Any
 from deeprepo.base.chat import Usage
 from deeprepo.base.errors import UsageError
 from deeprepo.base.jsonl import JsonlLimits, read_bounded
+from deeprepo.report.viewer.bounded import HIDDEN, CallShrinker, TurnShrinker
 
 __all__ = [
     "CALLS_LIMITS",
@@ -36,14 +37,6 @@ __all__ = [
 #: calls.jsonl: records kept, the longest line read (a record deeprepo writes holds at most
 #: three 32 KiB texts, under 1 MiB even JSON-escaped), and bytes of lines kept.
 CALLS_LIMITS = JsonlLimits(max_records=20_000, max_line_bytes=1 << 20, max_bytes=256 << 20)
-#: Of each text of a call (system, prompt, response, error), the viewer keeps this many
-#: characters of the head and of the tail (3 to 1, as the page cuts): as much as the page
-#: ever shows of one sub-call text (``Limits.call_field_max``).
-CALL_TEXT_HEAD, CALL_TEXT_TAIL = 6_000, 2_000
-#: Characters of call text kept in all (a system prompt shared by calls counted once): past
-#: it, calls are kept without their text, and the page says so where it would show them.
-CALL_TEXT_BUDGET = 64_000_000
-_CALL_TEXTS = ("system", "prompt", "response", "error")
 #: trajectory.jsonl: a turn holds the root's reply, its code and the REPL output.
 TRAJECTORY_LIMITS = JsonlLimits(max_records=10_000, max_line_bytes=16 << 20, max_bytes=64 << 20)
 #: findings.json and metrics.json: the largest file read, and the most values it may hold
@@ -94,8 +87,7 @@ class CallRecord:
     finish_reason: str
     truncated: bool
     #: Characters of each text (system, prompt, response, error) not loaded: the text holds
-    #: its head and tail (:data:`CALL_TEXT_HEAD`, :data:`CALL_TEXT_TAIL`), or nothing past
-    #: the text budget.
+    #: its head and tail, or nothing past the text budget (``viewer.bounded``).
     hidden: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     @property
@@ -127,46 +119,10 @@ class CallRecord:
 
 
 def _hidden_of(d: dict[str, Any]) -> tuple[int, int, int, int]:
-    hidden = d.get(_HIDDEN)
+    hidden = d.get(HIDDEN)
     if not isinstance(hidden, tuple) or len(hidden) != 4:
         return (0, 0, 0, 0)
     return (int(hidden[0]), int(hidden[1]), int(hidden[2]), int(hidden[3]))
-
-
-#: The key :class:`_CallShrinker` stores what it left out under: no JSON object read from a
-#: file holds a tuple, so a record cannot forge it.
-_HIDDEN = "\0hidden"
-
-
-class _CallShrinker:
-    """Keeps of each call record what the page can show: each text's head and tail, and no
-    text at all once :data:`CALL_TEXT_BUDGET` characters are kept."""
-
-    def __init__(self) -> None:
-        self.left = CALL_TEXT_BUDGET
-        self.systems: dict[str, str] = {}  # one copy of each system prompt, however many use it
-
-    def __call__(self, record: dict[str, Any]) -> dict[str, Any]:
-        hidden = []
-        for key in _CALL_TEXTS:
-            value = record.get(key)
-            if not isinstance(value, str):
-                hidden.append(0)
-                continue
-            keep = CALL_TEXT_HEAD + CALL_TEXT_TAIL
-            kept = value[:CALL_TEXT_HEAD] + value[-CALL_TEXT_TAIL:] if len(value) > keep else value
-            if key == "system" and kept in self.systems:
-                kept = self.systems[kept]
-            elif len(kept) > self.left:
-                kept = ""
-            else:
-                self.left -= len(kept)
-                if key == "system":
-                    self.systems[kept] = kept
-            record[key] = kept
-            hidden.append(len(value) - len(kept))
-        record[_HIDDEN] = tuple(hidden)
-        return record
 
 
 def _usage(d: dict[str, Any]) -> Usage:
@@ -254,7 +210,7 @@ def load_run_view(run_dir: Path) -> RunView:
             f"{run_dir} holds no trajectory.jsonl; pass the --out directory of a deeprepo run"
         )
     view = RunView(run_dir=run_dir)
-    for record in _read_jsonl(trajectory, view.problems, TRAJECTORY_LIMITS):
+    for record in _read_jsonl(trajectory, view.problems, TRAJECTORY_LIMITS, TurnShrinker()):
         kind = record.get("type")
         if kind == "start" and view.start is None:
             view.start = record
@@ -266,7 +222,7 @@ def load_run_view(run_dir: Path) -> RunView:
     if calls_path.is_file():
         view.calls = [
             CallRecord.from_dict(r)
-            for r in _read_jsonl(calls_path, view.problems, CALLS_LIMITS, _CallShrinker())
+            for r in _read_jsonl(calls_path, view.problems, CALLS_LIMITS, CallShrinker())
         ]
     findings_path = run_dir / "findings.json"
     if findings_path.is_file():

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from deeprepo.report.viewer.bounded import hidden_of
 from deeprepo.report.viewer.markup import Cuts, Limits, h, money, pre, whole
 from deeprepo.report.viewer.runview import CallRecord, RunView, num, opt_num, text
 
@@ -142,16 +143,44 @@ def _turn(
     if turn is not None:
         out += [
             "<h4>Root reply</h4>",
-            pre(text(turn.get("reply")), ctx.limits.turn_field, ctx.cuts, where),
+            pre(
+                text(turn.get("reply")),
+                ctx.limits.turn_field,
+                ctx.cuts,
+                where,
+                "",
+                hidden_of(turn, "reply"),
+            ),
         ]
         blocks = turn.get("code_blocks")
         if isinstance(blocks, list) and blocks:
             out.append(f"<details><summary>Code run: {len(blocks)} block(s)</summary>")
-            out += [pre(text(b), ctx.limits.turn_field, ctx.cuts, where) for b in blocks]
+            out += [
+                pre(
+                    text(b),
+                    ctx.limits.turn_field,
+                    ctx.cuts,
+                    where,
+                    "",
+                    hidden_of(turn, "code_blocks", i),
+                )
+                for i, b in enumerate(blocks)
+            ]
+            if more := hidden_of(turn, "code_blocks_left_out"):
+                out.append(
+                    f'<p class="cut">{more:,} more code blocks not shown (see {escape(where)}).</p>'
+                )
             out.append("</details>")
         out += [
             "<h4>REPL output (what the root was shown next)</h4>",
-            pre(text(turn.get("output")), ctx.limits.turn_field, ctx.cuts, where, "out"),
+            pre(
+                text(turn.get("output")),
+                ctx.limits.turn_field,
+                ctx.cuts,
+                where,
+                "out",
+                hidden_of(turn, "output"),
+            ),
         ]
     for c in roots:
         out.append(f'<p class="muted" id="call-{c.seq}">Root call: {_call_line(c)}</p>')
