@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from deeprepo.architecture.graph import Architecture, Edge
+from deeprepo.base.textsafe import escape_name, md_code, md_text, mermaid_label
 
 __all__ = ["architecture_markdown", "architecture_summary", "mermaid"]
 
@@ -39,8 +40,8 @@ def mermaid(arch: Architecture) -> tuple[list[str], str]:
     ids = {name: f"c{i}" for i, name in enumerate(nodes)}
     body = ["flowchart LR"]
     for name in nodes:
-        label = name.replace('"', "#quot;")
-        body.append(f'  {ids[name]}["{label}<br/>{lines.get(name, 0):,} lines"]')
+        # Names come from the repository: quoted as Mermaid entities, never as syntax.
+        body.append(f'  {ids[name]}["{mermaid_label(name)}<br/>{lines.get(name, 0):,} lines"]')
     for e in edges:
         body.append(f"  {ids[e.source]} -->|{e.imports}| {ids[e.target]}")
     cyclic = _cycle_members(arch)
@@ -64,7 +65,7 @@ def mermaid(arch: Architecture) -> tuple[list[str], str]:
 
 
 def _edge_text(edges: list[Edge], side: str) -> str:
-    return ", ".join(f"{getattr(e, side)} ({e.imports})" for e in edges)
+    return ", ".join(f"{md_text(getattr(e, side))} ({e.imports})" for e in edges)
 
 
 def architecture_markdown(arch: Architecture) -> list[str]:
@@ -104,7 +105,9 @@ def architecture_markdown(arch: Architecture) -> list[str]:
     ]
     any_tested = any(c.tested for c in arch.components)
     for c in arch.components[:MAX_LISTED]:
-        parts = [f"- **{c.name}** (`{c.path}`, {_n(c.files, 'file')}, {c.lines:,} lines)"]
+        parts = [
+            f"- **{md_text(c.name)}** ({md_code(c.path)}, {_n(c.files, 'file')}, {c.lines:,} lines)"
+        ]
         if c.name in outgoing:
             parts.append("→ " + _edge_text(outgoing[c.name][:8], "target"))
         if c.name in incoming:
@@ -127,14 +130,16 @@ def architecture_markdown(arch: Architecture) -> list[str]:
                 (e for e in arch.edges if e.source in members and e.target in members),
                 key=lambda e: (e.imports, e.source, e.target),
             )
-            edges = ", ".join(f"{e.source} → {e.target} ({e.imports})" for e in inner[:10])
+            edges = ", ".join(
+                f"{md_text(e.source)} → {md_text(e.target)} ({e.imports})" for e in inner[:10]
+            )
             more = f", … {len(inner) - 10} more" if len(inner) > 10 else ""
-            out.append(f"- {', '.join(group)}: lightest edges first: {edges}{more}")
+            out.append(f"- {', '.join(map(md_text, group))}: lightest edges first: {edges}{more}")
         out.append("")
     if arch.module_cycles:
         sizes = sum(len(g) for g in arch.module_cycles)
         shown = "; ".join(
-            " ⇄ ".join(f"`{m}`" for m in g[:6]) + (" …" if len(g) > 6 else "")
+            " ⇄ ".join(md_code(m) for m in g[:6]) + (" …" if len(g) > 6 else "")
             for g in arch.module_cycles[:5]
         )
         out += [
@@ -143,7 +148,7 @@ def architecture_markdown(arch: Architecture) -> list[str]:
             "",
         ]
     if arch.fan_in:
-        shown = ", ".join(f"`{m}` ({n})" for m, n in arch.fan_in[:10])
+        shown = ", ".join(f"{md_code(m)} ({n})" for m, n in arch.fan_in[:10])
         out += [f"**Most depended-on modules** (source modules importing each): {shown}", ""]
     if arch.entry_points:
         out += ["**Entry points** (those no test imports first):", ""]
@@ -158,7 +163,7 @@ def architecture_markdown(arch: Architecture) -> list[str]:
                 status = "**no test imports it**"
             if ep.examples:
                 status += f"; used by {_n(ep.examples, 'example')}"
-            out.append(f"- `{ep.path}` ({ep.component}): {status}")
+            out.append(f"- {md_code(ep.path)} ({md_text(ep.component)}): {status}")
         if len(arch.entry_points) > 20:
             out.append(f"- … and {len(arch.entry_points) - 20} more (metrics.json)")
         out.append("")
@@ -172,17 +177,18 @@ def architecture_markdown(arch: Architecture) -> list[str]:
     elif untested:
         out += [
             f"**Components no test reaches** (no test imports them, directly or through other "
-            f"modules): {', '.join(untested[:30])}" + (" …" if len(untested) > 30 else ""),
+            f"modules): {', '.join(map(md_text, untested[:30]))}"
+            + (" …" if len(untested) > 30 else ""),
             "",
         ]
     if arch.external or arch.test_only_external:
-        text = ", ".join(f"{d.name} ({d.files})" for d in arch.external[:25]) or "none"
+        text = ", ".join(f"{md_text(d.name)} ({d.files})" for d in arch.external[:25]) or "none"
         if len(arch.external) > 25:
             text += f", … {len(arch.external) - 25} more"
         line = f"**External dependencies** (source files importing each): {text}"
         if arch.test_only_external:
             line += "; in tests and examples only: " + ", ".join(
-                d.name for d in arch.test_only_external[:15]
+                md_text(d.name) for d in arch.test_only_external[:15]
             )
             if len(arch.test_only_external) > 15:
                 line += " …"
@@ -206,8 +212,9 @@ def architecture_summary(arch: Architecture, max_chars: int = 1500) -> str:
             text = nxt
         return text or "none"
 
-    comps = [f"{c.name} ({c.lines:,} lines)" for c in arch.components]
-    edges = [f"{e.source}→{e.target} ({e.imports})" for e in arch.edges]
+    # Names from the repository reach the root model on one line each, escaped.
+    comps = [f"{escape_name(c.name)} ({c.lines:,} lines)" for c in arch.components]
+    edges = [f"{escape_name(e.source)}→{escape_name(e.target)} ({e.imports})" for e in arch.edges]
     lines = [
         f"- architecture (from imports; all of it in metadata['architecture']): "
         f"{_n(arch.modules, 'source module')} in {_n(len(arch.components), 'component')}: {clip(comps, 250)}",
@@ -215,21 +222,28 @@ def architecture_summary(arch: Architecture, max_chars: int = 1500) -> str:
     ]
     if arch.component_cycles:
         lines.append(
-            "- component cycles: " + clip([" ⇄ ".join(g) for g in arch.component_cycles], 200)
+            "- component cycles: "
+            + clip([" ⇄ ".join(map(escape_name, g)) for g in arch.component_cycles], 200)
         )
     if arch.fan_in:
         lines.append(
-            "- most imported modules: " + clip([f"{m} ({n})" for m, n in arch.fan_in], 200)
+            "- most imported modules: "
+            + clip([f"{escape_name(m)} ({n})" for m, n in arch.fan_in], 200)
         )
     if not any(c.tested for c in arch.components):
         lines.append(f"- tests: none imports a source module ({_n(arch.test_files, 'test file')})")
     else:
-        untested = [e.path for e in arch.untested_entry_points]
+        untested = [escape_name(e.path) for e in arch.untested_entry_points]
         if untested:
             lines.append("- entry points no test imports: " + clip(untested, 140))
         if arch.untested_components:
-            lines.append("- components no test reaches: " + clip(arch.untested_components, 120))
+            lines.append(
+                "- components no test reaches: "
+                + clip(list(map(escape_name, arch.untested_components)), 120)
+            )
     if arch.external:
-        lines.append("- external dependencies: " + clip([d.name for d in arch.external], 200))
+        lines.append(
+            "- external dependencies: " + clip([escape_name(d.name) for d in arch.external], 200)
+        )
     text = "\n".join(lines)
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

@@ -5,7 +5,8 @@ its message says what the user can do next::
 
     DeeprepoError
     ├── UsageError              bad command-line input (exit code 2)
-    │   └── CodebaseError       the path cannot be analysed (missing, a file, empty)
+    │   ├── CodebaseError       the path cannot be analysed (missing, a file, empty)
+    │   └── UnsafePathError     a link or odd file planted where deeprepo writes or reads
     ├── ConfigError             a model spec, price file or setting is wrong
     │   └── MissingKeyError     a provider needs an API key that is not set
     ├── ProviderError           a model call failed for good (after retries)
@@ -37,6 +38,13 @@ class UsageError(DeeprepoError):
 
 class CodebaseError(UsageError):
     """The path given cannot be analysed (missing, not a directory, empty, bad revision)."""
+
+
+class UnsafePathError(UsageError):
+    """A link, a FIFO or another file deeprepo did not make sits where it writes, a run
+    folder's file is too large to read safely (``base.safefile``), or a folder or file it
+    would trust could have been planted or changed by someone else (``base.private``):
+    refused, never followed; the message names it and the fix."""
 
 
 class ConfigError(DeeprepoError):

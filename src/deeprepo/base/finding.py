@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +20,27 @@ _SEVERITY_ALIASES = {
     "none": "info",
 }
 _CWE_RE = re.compile(r"(?:CWE)?[-\s_:]*(\d{1,5})", re.IGNORECASE)
+# "file:", "https:", "c:" (a drive), "javascript:": anything a reader could take for a scheme.
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def in_repository(path: str, files: Container[str] = ()) -> bool:
+    """Whether ``path`` (a finding's file, as a model or an analyzer named it) is a plain
+    relative path inside the repository: not empty, not absolute, no ``..``, ``.`` or empty
+    segment, no NUL. A path that is not one of ``files`` (the repository's own, whatever their
+    names) must also name no scheme or drive (``file:``, ``https:``, ``C:``) and hold no
+    backslash or control character. Only such paths are shown as repository locations
+    (``findings.sarif``'s ``%SRCROOT%``); a finding on any other path is a claim about
+    something that is not in the repository."""
+    if not path or path.startswith("/") or "\0" in path:
+        return False
+    if any(part in ("", ".", "..") for part in path.split("/")):
+        return False
+    if path in files:
+        return True
+    return not _SCHEME.match(path) and not any(
+        ch == "\\" or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in path
+    )
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from deeprepo.base.errors import UsageError
+from deeprepo.base.errors import UnsafePathError
 
 __all__ = [
     "UnsafePathError",
@@ -25,11 +25,6 @@ __all__ = [
     "read_private",
     "write_private",
 ]
-
-
-class UnsafePathError(UsageError):
-    """A folder or file deeprepo would trust could have been planted or changed by
-    someone else; the message names it and the fix."""
 
 
 def _owner_name(uid: int) -> str:

@@ -12,13 +12,28 @@ holds no control, format, line- or paragraph-separator character, so applying ei
 again changes nothing: layers may each escape what they show without double escaping. A
 backslash is not escaped (names with backslashes stay readable), so the shown form of a name
 is not always reversible; the data (``codebase`` keys, file texts) keeps the raw names.
+
+For written outputs: :func:`md_text` and :func:`md_code` put a name on one line of
+markdown (report.md, a SARIF message) where it can neither add a line nor form markup;
+:func:`mermaid_label` puts it inside a Mermaid node label; :func:`visible` and
+:func:`one_line` escape only controls and direction changes.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
-__all__ = ["escape_name", "escape_text", "needs_escape"]
+__all__ = [
+    "escape_name",
+    "escape_text",
+    "md_code",
+    "md_text",
+    "mermaid_label",
+    "needs_escape",
+    "one_line",
+    "visible",
+]
 
 #: Unicode categories escaped: controls (C0, DEL, C1), format characters (bidi overrides,
 #: zero-width characters, BOM), line/paragraph separators, and lone surrogates (undecodable
@@ -27,7 +42,7 @@ _ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape_char(ch: str) -> str:
+def _escape_one(ch: str) -> str:
     short = _SHORT.get(ch)
     if short is not None:
         return short
@@ -63,7 +78,7 @@ def escape_name(name: str) -> str:
     """
     if name.isprintable():
         return name
-    return "".join(_escape_char(ch) if _dangerous(ch) else ch for ch in name)
+    return "".join(_escape_one(ch) if _dangerous(ch) else ch for ch in name)
 
 
 def escape_text(text: str, *, keep: str = "\n\t") -> str:
@@ -71,4 +86,60 @@ def escape_text(text: str, *, keep: str = "\n\t") -> str:
     are left as they are, for multi-line text whose lines are meant to be lines."""
     if text.isprintable():
         return text
-    return "".join(_escape_char(ch) if ch not in keep and _dangerous(ch) else ch for ch in text)
+    return "".join(_escape_one(ch) if ch not in keep and _dangerous(ch) else ch for ch in text)
+
+
+# --- markdown and diagrams (report.md, SARIF messages) ---------------------------------
+
+# C0 and DEL and C1; bidi embeddings/overrides/isolates and marks; LS/PS; BOM-like ZWNBSP.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]"
+)
+_WHITESPACE_RUN = re.compile(r"[\t\r\n]+")
+# Enough to keep emphasis, code, links/images (their brackets), strikethrough and table
+# cells from forming; "(" and "#" need no escape once "[" is escaped and "#" is not first.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def _escape_match(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """``text`` with every control or direction-changing character escaped."""
+    return _UNSAFE.sub(_escape_match, str(text))
+
+
+def one_line(text: object) -> str:
+    """Tabs and line breaks as single spaces, then :func:`visible`."""
+    return visible(_WHITESPACE_RUN.sub(" ", str(text)).strip())
+
+
+def md_text(text: object) -> str:
+    """One line of markdown that renders as exactly ``text`` (no markup, no HTML)."""
+    s = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    # A leading "-", "1." or "=" could start a list or a heading underline.
+    return re.sub(r"^([-=+#]|\d+\.)", r"\\\1", s)
+
+
+def md_code(text: object) -> str:
+    """An inline code span showing ``text`` verbatim (one line, controls escaped)."""
+    s = one_line(text)
+    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") or not s else ""
+    return f"{fence}{pad}{s}{pad}{fence}"
+
+
+# Letters, digits and a few punctuation marks Mermaid gives no meaning inside a quoted label.
+_MERMAID_PLAIN = re.compile(r"[A-Za-z0-9 _.,:/+-]")
+
+
+def mermaid_label(text: object) -> str:
+    """``text`` for a Mermaid node label inside ``["..."]``: one line, every character that
+    is not a letter, digit or plain punctuation written as a Mermaid entity (``#34;`` for
+    ``"``, ``#93;`` for ``]``, ``#96;`` for a backtick), so no name can close the label,
+    add an edge (``-->``), open HTML or end the fenced block."""
+    return "".join(ch if _MERMAID_PLAIN.fullmatch(ch) else f"#{ord(ch)};" for ch in one_line(text))

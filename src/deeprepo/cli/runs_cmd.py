@@ -17,6 +17,7 @@ from rich.text import Text
 
 from deeprepo.base.chat import TOKEN_KEYS
 from deeprepo.base.errors import DeeprepoError, UsageError
+from deeprepo.base.safefile import write_atomic
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.tables import Column, fit_table, show
 from deeprepo.report.text import console, one_line, visible
@@ -342,7 +343,7 @@ def export_command(
         typer.echo(text, nl=False)
         return
     make_out_dir(output.parent, "-o")
-    output.write_text(text, encoding="utf-8")
+    write_atomic(output, text)
     err.print(f"wrote {console(output)}", highlight=False)
 
 

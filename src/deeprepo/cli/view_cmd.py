@@ -54,6 +54,8 @@ def view_command(
     )
     for line in written.cut:
         out.print(f"[yellow]cut[/]: {console(line)}", highlight=False, soft_wrap=True)
+    for line in written.problems:
+        out.print(f"[yellow]left out[/]: {console(line)}", highlight=False, soft_wrap=True)
     if open_page and not webbrowser.open(written.path.resolve().as_uri()):
         err.print(
             f"no web browser found to open it; open {console(written.path)} yourself",

@@ -21,6 +21,8 @@ from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Role, UsageDict
 from deeprepo.base.closing import Closing
+from deeprepo.base.jsonl import iter_objects
+from deeprepo.base.safefile import open_append
 from deeprepo.providers.ledger import LLMCall
 from deeprepo.report.trajectory import drop_torn_tail, read_trajectory
 
@@ -28,6 +30,9 @@ __all__ = ["TEXT_LIMIT", "CallDict", "CallLog", "read_calls"]
 
 #: Characters kept of each prompt and each reply.
 TEXT_LIMIT = 32 * 1024
+#: The longest line read back from calls.jsonl: three texts of TEXT_LIMIT characters, even
+#: JSON-escaped, fit well under it.
+CALL_LINE_BYTES = 1 << 20
 
 
 def _cut(text: str | None) -> tuple[str | None, bool]:
@@ -70,7 +75,7 @@ class CallLog(Closing):
         if path.is_file():
             drop_torn_tail(path)  # a crash's half record must not swallow the next one
         self._seq = _last_seq(path)
-        self._fh = path.open("a", encoding="utf-8")
+        self._fh = open_append(path)
         #: Why the file stopped being written (a full disk, say); the run goes on and says so.
         self.failed: str | None = None
 
@@ -140,5 +145,8 @@ def read_calls(path: Path) -> list[dict[str, Any]]:
 
 def _last_seq(path: Path) -> int:
     # A resumed run appends: numbering goes on from the last whole record.
-    seqs = [r.get("seq") for r in read_calls(path)]
+    # Streamed: a hostile calls.jsonl of millions of records costs time, not memory.
+    if not path.is_file():
+        return 0
+    seqs = (r.get("seq") for r in iter_objects(path, max_line_bytes=CALL_LINE_BYTES))
     return max((s for s in seqs if isinstance(s, int)), default=0)

@@ -7,32 +7,26 @@ The metrics schema is documented in ``docs/outputs.md``; bump
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from deeprepo.architecture import architecture_markdown, architecture_of
-from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
+from deeprepo.base.finding import SEVERITIES, Finding, in_repository, sort_by_severity
 from deeprepo.base.records import RunResult
+from deeprepo.base.safefile import write_atomic
 from deeprepo.base.version import VERSION
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
-from deeprepo.report.sarif import sarif_log
+from deeprepo.report.sarif import outside_note, sarif_log
 from deeprepo.report.text import md_block, md_code, md_text
 from deeprepo.report.viewer import write_viewer_quietly
 
 METRICS_SCHEMA_VERSION = 3
 #: How many unaudited or skipped paths report.md names before pointing at metrics.json.
 LIST_LIMIT = 20
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def sub_cost_share(result: RunResult) -> float | None:
@@ -194,10 +188,16 @@ def _header(ctx: ReportContext) -> list[str]:
     return out
 
 
-def _finding_lines(f: Finding) -> list[str]:
+def _finding_lines(f: Finding, files: Mapping[str, str]) -> list[str]:
     loc = f"{f.file}:{f.start_line}" + (f"-{f.end_line}" if f.end_line != f.start_line else "")
+    # A path outside the repository is the model's claim, never shown as a location in it.
+    where = (
+        md_code(loc)
+        if in_repository(f.file, files)
+        else f"(outside the repository: {md_code(loc)})"
+    )
     cwe = f" ({md_text(f.cwe)})" if f.cwe else ""
-    out = [f"- {md_code(loc)} **{md_text(f.title or f.kind)}**{cwe} \\[{md_text(f.kind)}\\]"]
+    out = [f"- {where} **{md_text(f.title or f.kind)}**{cwe} \\[{md_text(f.kind)}\\]"]
     if f.detail:
         out.append(f"  - {md_text(f.detail)}")
     if f.fix:
@@ -229,7 +229,7 @@ def _findings_section(ctx: ReportContext) -> list[str]:
             continue
         out += [f"### {sev.capitalize()} ({len(group)})", ""]
         for f in group:
-            out += _finding_lines(f)
+            out += _finding_lines(f, ctx.codebase.files)
         out.append("")
     return out
 
@@ -257,7 +257,7 @@ def _other_scopes_section(ctx: ReportContext) -> list[str]:
     for scope, group in rest.items():
         out += [f"### {md_text(scope)} ({len(group)})", ""]
         for f in group:
-            out += _finding_lines(f)
+            out += _finding_lines(f, ctx.codebase.files)
         out.append("")
     return out
 
@@ -356,23 +356,25 @@ def write_outputs(
 ) -> None:
     """Write report.md, findings.json, findings.sarif, metrics.json and trajectory.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    note = outside_note([f for f in result.findings if not in_repository(f.file, codebase.files)])
+    if note and note not in result.notes:
+        # Into the result's notes, so report.md, metrics.json and the console all say it.
+        result.notes.append(note)
     findings = [f.to_dict() for f in sort_by_severity(result.findings)]
-    _write_atomic(
+    write_atomic(
         out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
     )
-    _write_atomic(
+    write_atomic(
         out_dir / "findings.sarif",
         json.dumps(sarif_log(result, codebase.files), indent=2, ensure_ascii=False) + "\n",
     )
-    _write_atomic(
+    write_atomic(
         out_dir / "metrics.json",
         json.dumps(
             metrics(result, codebase, offline=offline, mode=mode), indent=2, ensure_ascii=False
         )
         + "\n",
     )
-    _write_atomic(
-        out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode)
-    )
+    write_atomic(out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode))
     # Last, from the files just written: the page shows exactly what the run folder holds.
     write_viewer_quietly(out_dir)

@@ -19,8 +19,9 @@ from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any
 from urllib.parse import quote
 
-from deeprepo.base.finding import SEVERITIES, Finding, sort_by_severity
+from deeprepo.base.finding import SEVERITIES, Finding, in_repository, sort_by_severity
 from deeprepo.base.records import RunResult
+from deeprepo.base.textsafe import one_line
 from deeprepo.base.version import VERSION
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "SARIF_SCHEMA",
     "fingerprints",
     "information_uri",
+    "outside_note",
     "sarif_log",
 ]
 
@@ -139,7 +141,21 @@ def _message(f: Finding) -> str:
     return text
 
 
-def _invocation(result: RunResult) -> dict[str, Any]:
+def outside_note(outside: Sequence[Finding], limit: int = 5) -> str:
+    """The one line that says which findings named a path outside the repository (for the
+    SARIF notification, report.md and the console); empty when none did."""
+    if not outside:
+        return ""
+    paths = sorted({f.file for f in outside})
+    shown = ", ".join(repr(one_line(p)[:120]) for p in paths[:limit])
+    more = f" and {len(paths) - limit} more" if len(paths) > limit else ""
+    return (
+        f"{len(outside)} finding(s) name a path outside the repository ({shown}{more}): "
+        "left out of findings.sarif, kept in findings.json and report.md marked as such"
+    )
+
+
+def _invocation(result: RunResult, outside: Sequence[Finding]) -> dict[str, Any]:
     inv: dict[str, Any] = {
         "executionSuccessful": result.complete,
         "properties": {
@@ -150,9 +166,10 @@ def _invocation(result: RunResult) -> dict[str, Any]:
             "salvaged": result.incomplete,
         },
     }
+    notes: list[dict[str, Any]] = []
     if not result.complete:
         reason = result.incomplete_reason or result.stop_detail or result.stop_reason
-        inv["toolExecutionNotifications"] = [
+        notes.append(
             {
                 "descriptor": {"id": "incomplete-run"},
                 "level": "error",
@@ -161,13 +178,30 @@ def _invocation(result: RunResult) -> dict[str, Any]:
                     f"{result.coverable_files} files: {reason}"
                 },
             }
-        ]
+        )
+    if outside:
+        notes.append(
+            {
+                "descriptor": {"id": "finding-outside-repository"},
+                "level": "warning",
+                "message": {"text": outside_note(outside)},
+            }
+        )
+    if notes:
+        inv["toolExecutionNotifications"] = notes
     return inv
 
 
 def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
-    """The SARIF log of one run (one ``run`` object); ``files`` is the codebase's text."""
-    findings = sort_by_severity(result.findings)
+    """The SARIF log of one run (one ``run`` object); ``files`` is the codebase's text.
+
+    A finding whose file is not a relative path inside the repository (``../x``,
+    ``/etc/passwd``, ``file:///…``, ``https://…``; :func:`~deeprepo.base.finding.in_repository`)
+    is left out and named in a ``toolExecutionNotifications`` entry: a location in this file
+    is always under ``%SRCROOT%``."""
+    ordered = sort_by_severity(result.findings)
+    findings = [f for f in ordered if in_repository(f.file, files)]
+    outside = [f for f in ordered if not in_repository(f.file, files)]
     kinds: dict[str, list[Finding]] = {}
     for f in findings:
         kinds.setdefault(f.kind, []).append(f)
@@ -185,7 +219,8 @@ def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
                     {
                         "physicalLocation": {
                             "artifactLocation": {
-                                "uri": quote(f.file, safe="/-._~!$&'()*+,;=:@"),
+                                # ":" encoded too: no first segment reads as a scheme.
+                                "uri": quote(f.file, safe="/-._~!$&'()*+,;=@"),
                                 "uriBaseId": "%SRCROOT%",
                             },
                             "region": {"startLine": f.start_line, "endLine": f.end_line},
@@ -215,7 +250,7 @@ def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
                         "rules": rules,
                     }
                 },
-                "invocations": [_invocation(result)],
+                "invocations": [_invocation(result, outside)],
                 "results": results,
                 "columnKind": "unicodeCodePoints",
                 "properties": {

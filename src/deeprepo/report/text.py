@@ -13,6 +13,10 @@ report. They are shown as text, never interpreted:
 - :func:`md_text` and :func:`md_code` are for ``report.md``: one line, markdown and
   HTML escaped (``<`` becomes ``&lt;``), pipes escaped so a table stays a table; a code
   span gets a backtick fence longer than any run inside it.
+
+``visible``, ``one_line``, ``md_text`` and ``md_code`` live on the ground floor
+(``deeprepo.base.textsafe``) so that every room that renders a name (the architecture
+section, SARIF) escapes it the same way; they are re-exported here.
 """
 
 from __future__ import annotations
@@ -21,53 +25,14 @@ import re
 
 from rich.markup import escape as _rich_escape
 
-__all__ = ["console", "md_block", "md_code", "md_text", "visible"]
+from deeprepo.base.textsafe import md_code, md_text, one_line, visible
 
-# C0 and DEL and C1; bidi embeddings/overrides/isolates and marks; LS/PS; BOM-like ZWNBSP.
-_UNSAFE = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff]"
-)
-_WHITESPACE_RUN = re.compile(r"[\t\r\n]+")
-# Enough to keep emphasis, code, links/images (their brackets), strikethrough and table
-# cells from forming; "(" and "#" need no escape once "[" is escaped and "#" is not first.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: object) -> str:
-    """``text`` with every control or direction-changing character escaped."""
-    return _UNSAFE.sub(_escape_char, str(text))
+__all__ = ["console", "md_block", "md_code", "md_text", "one_line", "visible"]
 
 
 def console(text: object) -> str:
     """``text`` for ``rich`` output: controls escaped and markup shown literally."""
     return _rich_escape(visible(text))
-
-
-def one_line(text: object) -> str:
-    """Tabs and line breaks as single spaces, then :func:`visible`."""
-    return visible(_WHITESPACE_RUN.sub(" ", str(text)).strip())
-
-
-def md_text(text: object) -> str:
-    """One line of markdown that renders as exactly ``text`` (no markup, no HTML)."""
-    s = one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    # A leading "-", "1." or "=" could start a list or a heading underline.
-    return re.sub(r"^([-=+#]|\d+\.)", r"\\\1", s)
-
-
-def md_code(text: object) -> str:
-    """An inline code span showing ``text`` verbatim (one line, controls escaped)."""
-    s = one_line(text)
-    longest = max((len(run) for run in re.findall(r"`+", s)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") or not s else ""
-    return f"{fence}{pad}{s}{pad}{fence}"
 
 
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.closing import Closing
-from deeprepo.base.jsonl import read_objects
+from deeprepo.base.errors import UnsafePathError
+from deeprepo.base.jsonl import JsonlLimits, read_bounded
 from deeprepo.base.records import Turn
+from deeprepo.base.safefile import open_append, open_update
 
 RUN_FILES = (
     "trajectory.jsonl",
@@ -33,9 +35,7 @@ class TrajectoryWriter(Closing):
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        # Never through a link planted in a run folder: resumed runs append to the file.
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        self._fh = os.fdopen(os.open(path, flags, 0o644), "a", encoding="utf-8")
+        self._fh = open_append(path)
 
     def _write(self, record: dict[str, Any]) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
@@ -60,19 +60,34 @@ class TrajectoryWriter(Closing):
             self._fh.close()
 
 
+#: The most a run file (trajectory.jsonl, calls.jsonl) read back whole may hold: far above
+#: any run deeprepo makes, and a bound on the memory a hostile run folder can cost.
+RUN_FILE_LIMITS = JsonlLimits(max_records=100_000, max_line_bytes=64 << 20, max_bytes=512 << 20)
+
+
 def read_trajectory(path: Path) -> list[dict[str, Any]]:
-    """Read back every complete record (a torn last line from a crash is ignored)."""
-    return read_objects(path.read_text(encoding="utf-8", errors="replace"))[0]
+    """Read back every complete record (a torn last line from a crash is ignored).
+
+    Raises :class:`~deeprepo.base.errors.UnsafePathError` when the file is larger than
+    :data:`RUN_FILE_LIMITS` allow: a run folder is untrusted, and a resume, an export or the
+    run log must not lose records silently nor read without bound."""
+    read = read_bounded(path, RUN_FILE_LIMITS)
+    if read.too_long or read.not_read_bytes:
+        raise UnsafePathError(
+            f"{path} is too large to read safely ("
+            + "; ".join(read.left_out(path.name, RUN_FILE_LIMITS.max_records))
+            + "); deeprepo did not write it this way, so start a new run instead"
+        )
+    return read.records
 
 
 def drop_torn_tail(path: Path) -> int:
     """Cut a last line that a crash left unfinished (no newline), so that records
     appended later start on a line of their own. Returns the bytes removed."""
-    fd = os.open(path, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))  # not a planted link's target
-    with os.fdopen(fd, "rb+") as fh:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with open_update(path) as fh:
         # Records are at most a few MB; read back in blocks until a newline shows up.
         pos, tail = size, b""
         while pos > 0 and b"\n" not in tail:

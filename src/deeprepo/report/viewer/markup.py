@@ -51,14 +51,21 @@ def hb(value: str) -> str:
     return escape(escape_text(value), quote=True)
 
 
-def pre(value: str, limit: int, cuts: Cuts, where: str, cls: str = "") -> str:
-    """A ``<pre>`` of untrusted text, cut to ``limit`` characters (head and tail kept)."""
-    if len(value) <= limit:
+def pre(value: str, limit: int, cuts: Cuts, where: str, cls: str = "", hidden: int = 0) -> str:
+    """A ``<pre>`` of untrusted text, cut to ``limit`` characters (head and tail kept).
+
+    ``hidden``: characters of the text the run folder's reader did not load; ``value`` is
+    then the text's head and tail (three quarters and one), or empty."""
+    total = len(value) + hidden
+    if total <= limit:
         body = hb(value)
     else:
         head = limit * 3 // 4
         tail = limit - head
-        removed = len(value) - limit
+        if hidden:  # only what was loaded can be shown: each half at most
+            loaded_head = len(value) * 3 // 4
+            head, tail = min(head, loaded_head), min(tail, len(value) - loaded_head)
+        removed = total - head - tail
         cuts.fields += 1
         cuts.chars += removed
         body = (

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+from deeprepo.base.safefile import write_atomic
 from deeprepo.base.version import VERSION
 from deeprepo.report.viewer.markup import Cuts, Limits, h
 from deeprepo.report.viewer.runview import RunView, load_run_view, text
@@ -154,6 +154,8 @@ class ViewerPage:
     sub_calls: int | None  # None: the run folder has no calls.jsonl
     findings: int
     cut: list[str]
+    #: What the run folder held that the page could not read or left out (said on the page).
+    problems: list[str]
 
 
 def write_viewer(
@@ -164,15 +166,14 @@ def write_viewer(
     view = load_run_view(run_dir)
     target = out or run_dir / VIEWER_FILE
     page, cut = _render(view, limits or Limits())
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomic(target, page)
     return ViewerPage(
         path=target,
         turns=len(view.turns),
         sub_calls=None if view.calls is None else sum(c.role != "root" for c in view.calls),
         findings=len(view.findings or []),
         cut=cut,
+        problems=list(view.problems),
     )
 
 

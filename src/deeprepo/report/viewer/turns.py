@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from deeprepo.report.viewer.bounded import hidden_of
 from deeprepo.report.viewer.markup import Cuts, Limits, h, money, pre, whole
 from deeprepo.report.viewer.runview import CallRecord, RunView, num, opt_num, text
 
@@ -41,9 +42,12 @@ class _CallText:
         self.left = limits.call_text_budget
         cuts.call_field_limit = self.field
         uses: dict[str, int] = {}
+        #: Characters of each system prompt the reader did not load (see CallRecord.hidden).
+        self.system_hidden: dict[str, int] = {}
         for c in subs:
             if c.system:
                 uses[c.system] = uses.get(c.system, 0) + 1
+                self.system_hidden.setdefault(c.system, c.hidden[0])
         self.uses = {s: n for s, n in uses.items() if n > 1}
         self.shared = {s: i for i, s in enumerate(self.uses, 1)}
 
@@ -65,7 +69,7 @@ def _shared_systems(budget: _CallText, limits: Limits, cuts: Cuts) -> list[str]:
     for system, n in budget.shared.items():
         out += [
             f'<h4 id="system-{n}">S{n}: used by {budget.uses[system]:,} sub-calls</h4>',
-            pre(system, limits.turn_field, cuts, "calls.jsonl"),
+            pre(system, limits.turn_field, cuts, "calls.jsonl", "", budget.system_hidden[system]),
         ]
     return [*out, "</details>"]
 
@@ -86,14 +90,17 @@ def _call(c: CallRecord, budget: _CallText, cuts: Cuts) -> str:
             f'<p class="muted">System prompt: S{budget.shared[c.system]} (listed above the turns)</p>'
         )
     elif c.system:
-        out += ["<h4>System</h4>", pre(c.system, budget.field, cuts, where)]
-    out += ["<h4>Prompt</h4>", pre(c.prompt, budget.field, cuts, where)]
+        out += ["<h4>System</h4>", pre(c.system, budget.field, cuts, where, "", c.hidden[0])]
+    out += ["<h4>Prompt</h4>", pre(c.prompt, budget.field, cuts, where, "", c.hidden[1])]
     if c.response is not None:
-        out += ["<h4>Response</h4>", pre(c.response, budget.field, cuts, where, "out")]
+        out += [
+            "<h4>Response</h4>",
+            pre(c.response, budget.field, cuts, where, "out", c.hidden[2]),
+        ]
     else:
         out.append('<p class="muted">No response.</p>')
     if c.error:
-        out += ["<h4>Error</h4>", pre(c.error, budget.field, cuts, where, "err")]
+        out += ["<h4>Error</h4>", pre(c.error, budget.field, cuts, where, "err", c.hidden[3])]
     facts = [f"finish reason: {h(c.finish_reason)}"] if c.finish_reason else []
     if c.truncated:
         facts.append("prompt or response was cut to 32 KiB when recorded")
@@ -136,16 +143,44 @@ def _turn(
     if turn is not None:
         out += [
             "<h4>Root reply</h4>",
-            pre(text(turn.get("reply")), ctx.limits.turn_field, ctx.cuts, where),
+            pre(
+                text(turn.get("reply")),
+                ctx.limits.turn_field,
+                ctx.cuts,
+                where,
+                "",
+                hidden_of(turn, "reply"),
+            ),
         ]
         blocks = turn.get("code_blocks")
         if isinstance(blocks, list) and blocks:
             out.append(f"<details><summary>Code run: {len(blocks)} block(s)</summary>")
-            out += [pre(text(b), ctx.limits.turn_field, ctx.cuts, where) for b in blocks]
+            out += [
+                pre(
+                    text(b),
+                    ctx.limits.turn_field,
+                    ctx.cuts,
+                    where,
+                    "",
+                    hidden_of(turn, "code_blocks", i),
+                )
+                for i, b in enumerate(blocks)
+            ]
+            if more := hidden_of(turn, "code_blocks_left_out"):
+                out.append(
+                    f'<p class="cut">{more:,} more code blocks not shown (see {escape(where)}).</p>'
+                )
             out.append("</details>")
         out += [
             "<h4>REPL output (what the root was shown next)</h4>",
-            pre(text(turn.get("output")), ctx.limits.turn_field, ctx.cuts, where, "out"),
+            pre(
+                text(turn.get("output")),
+                ctx.limits.turn_field,
+                ctx.cuts,
+                where,
+                "out",
+                hidden_of(turn, "output"),
+            ),
         ]
     for c in roots:
         out.append(f'<p class="muted" id="call-{c.seq}">Root call: {_call_line(c)}</p>')

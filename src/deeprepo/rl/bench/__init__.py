@@ -5,12 +5,12 @@ and a cost-against-quality plot. See docs/bench.md."""
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deeprepo.base.safefile import write_atomic
 from deeprepo.rl.bench.config import BenchFile, ConfigSpec, RepoSpec, load_bench_file
 from deeprepo.rl.bench.render import render_markdown, status_line
 from deeprepo.rl.bench.runner import BenchPlan, CellResult, EventSink, prepare, run_bench
@@ -42,9 +42,7 @@ class BenchOutcome:
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, "utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, text)
 
 
 def write_bench_outputs(

@@ -24,6 +24,7 @@ from typing import Any
 from deeprepo.base.chat import ChatModel
 from deeprepo.base.errors import ConfigError, MissingKeyError, SandboxError, UsageError
 from deeprepo.base.finding import Finding
+from deeprepo.base.safefile import refuse_link, write_atomic
 from deeprepo.findings.grading import GroundTruthEntry, load_findings, load_ground_truth
 from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.prices import PriceTable
@@ -309,11 +310,12 @@ def read_cell(cell: Cell) -> CellResult:
 
 async def _run_cell(plan: BenchPlan, cell: Cell, allowance: float | None) -> None:
     s = plan.bench.bench
+    refuse_link(cell.dir)  # a bench folder is shared: a planted link must not carry the run away
     make_out_dir(cell.dir)
     # An earlier attempt's files go aside (*.prev.*) now, not only once the run has started,
     # so a run that fails early cannot be read back as that attempt's figures.
     set_aside(cell.dir)
-    (cell.dir / CELL_FILE).write_text(json.dumps(_marker(cell), indent=2) + "\n", "utf-8")
+    write_atomic(cell.dir / CELL_FILE, json.dumps(_marker(cell), indent=2) + "\n")
     (cell.dir / JUDGE_FILE).unlink(missing_ok=True)  # a verdict on an earlier run is stale
     c = cell.config
     if c.mode == "baseline":
@@ -391,7 +393,7 @@ async def run_bench(
         report = (r.cell.dir / "report.md").read_text("utf-8", errors="replace")
         r.judge = await judge_report(report, judge_model, prices=prices, calls=calls)
         gate.settle(-(10**9), r.judge.cost_usd)
-        (r.cell.dir / JUDGE_FILE).write_text(json.dumps(r.judge.to_dict(), indent=2) + "\n")
+        write_atomic(r.cell.dir / JUDGE_FILE, json.dumps(r.judge.to_dict(), indent=2) + "\n")
 
     waiting = len(todo)
 

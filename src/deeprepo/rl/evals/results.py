@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.jsonl import numbered_lines
+from deeprepo.base.safefile import write_atomic
 
 if TYPE_CHECKING:
     from deeprepo.rl.env.rollout import RolloutOutcome
@@ -127,17 +128,35 @@ def resolve_results_path(path: Path) -> Path:
     return path / RESULTS_FILENAME if path.is_dir() else path
 
 
+#: The largest results.jsonl read, and the most rollouts in it: far above an evaluation's
+#: size, and a bound on what a results file from elsewhere can cost in memory.
+MAX_RESULTS_BYTES = 256 << 20
+MAX_RESULTS = 50_000
+
+
 def load_results(path: Path) -> list[RolloutResult]:
-    """Read a ``results.jsonl`` (or a directory holding one); blank lines are skipped."""
+    """Read a ``results.jsonl`` (or a directory holding one); blank lines are skipped.
+    A file over :data:`MAX_RESULTS_BYTES` or :data:`MAX_RESULTS` rollouts is refused."""
     path = resolve_results_path(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_RESULTS_BYTES:
+            raise UsageError(
+                f"{path} is {size:,} bytes, more than the {MAX_RESULTS_BYTES:,} deeprepo reads "
+                "from a results file; `deeprepo eval` never writes one that large"
+            )
         text = path.read_text("utf-8")
     except FileNotFoundError:
         raise UsageError(
             f"Results file not found: {path}. Pass a results.jsonl written by `deeprepo eval`."
         ) from None
-    out = []
+    out: list[RolloutResult] = []
     for n, line in numbered_lines(text):
+        if len(out) >= MAX_RESULTS:
+            raise UsageError(
+                f"{path} holds more than {MAX_RESULTS:,} rollouts, more than deeprepo reads "
+                "from a results file; split it"
+            )
         try:
             out.append(RolloutResult.from_json(line))
         except ValueError as e:  # json.JSONDecodeError is a ValueError
@@ -150,6 +169,4 @@ def load_results(path: Path) -> list[RolloutResult]:
 
 def write_results(path: Path, results: Iterable[RolloutResult]) -> None:
     """Write rollouts as JSON lines (the file is replaced)."""
-    with Path(path).open("w", encoding="utf-8") as fh:
-        for r in results:
-            fh.write(r.to_json() + "\n")
+    write_atomic(Path(path), "".join(r.to_json() + "\n" for r in results))

@@ -23,6 +23,7 @@ from typing import Any
 
 from deeprepo.base.chat import ChatModel
 from deeprepo.base.errors import BudgetExceeded, UsageError
+from deeprepo.base.safefile import open_append, write_atomic
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
@@ -213,7 +214,7 @@ async def _run_eval(
     out_dir = options.out_dir or default_eval_dir(root_spec.name)
     make_out_dir(out_dir)
     results_path = out_dir / RESULTS_FILENAME
-    results_path.write_text("", "utf-8")
+    write_atomic(results_path, "")
     recorder.start(
         mode="eval",
         out_dir=out_dir,
@@ -225,9 +226,9 @@ async def _run_eval(
         offline=root_spec.is_builtin and parse_model_spec(options.sub).is_builtin,
     )
     weights = options.weights or RewardWeights()
-    (out_dir / "eval.json").write_text(
+    write_atomic(
+        out_dir / "eval.json",
         json.dumps({**describe(options), "reward_weights": weights.to_dict()}, indent=2) + "\n",
-        "utf-8",
     )
 
     prices = PriceTable.load(options.prices_file)
@@ -299,7 +300,7 @@ async def _run_eval(
             except Exception as exc:  # one broken rollout must not sink the evaluation
                 record = error_result(task, k, root_spec.name, exc, time.perf_counter() - t0)
         finished[(task.id, k)] = record
-        with results_path.open("a", encoding="utf-8") as fh:
+        with open_append(results_path) as fh:
             fh.write(record.to_json() + "\n")
         if on_result is not None:
             on_result(record)
@@ -315,15 +316,13 @@ async def _run_eval(
 
     planned = [(t.id, k) for t in tasks for k in range(options.rollouts)]
     ordered = [finished[key] for key in planned if key in finished]
-    tmp = results_path.with_suffix(".jsonl.tmp")
-    write_results(tmp, ordered)
-    tmp.replace(results_path)
+    write_results(results_path, ordered)
     budget_note = _budget_note(budget, options.limits.max_cost, ordered, len(planned))
     summary = summarize(ordered, [t.id for t in tasks])
     text = format_summary(summary, header_lines(options, len(tasks)))
     if budget_note:
         text += f"stopped: {budget_note}\n"
-    (out_dir / "summary.txt").write_text(text, "utf-8")
+    write_atomic(out_dir / "summary.txt", text)
     return EvalRun(
         results=ordered,
         summary=summary,

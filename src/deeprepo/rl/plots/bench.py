@@ -6,11 +6,13 @@ imported when a plot is drawn (Agg backend: no display needed)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.safefile import write_atomic
 
 __all__ = ["load_bench_json", "plot_bench"]
 
@@ -81,7 +83,9 @@ def plot_bench(bench: dict[str, Any] | Path, out_png: Path) -> Path:
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         out_png.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out_png, format="png")
+        png = io.BytesIO()
+        fig.savefig(png, format="png")
+        write_atomic(out_png, png.getvalue())
     finally:
         plt.close(fig)
     return out_png

@@ -7,6 +7,7 @@ turns on a second axis. ``deeprepo plot training`` and ``deeprepo train grpo`` c
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.jsonl import numbered_lines
+from deeprepo.base.safefile import write_atomic
 
 __all__ = ["plot_training", "read_train_log"]
 
@@ -91,6 +93,8 @@ def plot_training(log_path: Path, out_png: Path) -> Path:
     fig.tight_layout()
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out_png)
+    png = io.BytesIO()
+    fig.savefig(png, format="png")
+    write_atomic(out_png, png.getvalue())
     plt.close(fig)
     return out_png

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.safefile import refuse_link, write_atomic
 from deeprepo.rl.tasks.catalogue import util_modules
 from deeprepo.rl.tasks.extras import add_code_extras, text_extras
 from deeprepo.rl.tasks.flows import renamed
@@ -265,12 +266,13 @@ def generate_tasks(out_dir: Path, *, seed: int, n: int, size: str, lang: str) ->
         _clear_task_dir(task_dir)
         task.write(task_dir)
         infos.append(task.info())
-    (out_dir / "index.json").write_bytes(dumps([i.to_dict() for i in infos]).encode("utf-8"))
+    write_atomic(out_dir / "index.json", dumps([i.to_dict() for i in infos]))
     return infos
 
 
 def _clear_task_dir(task_dir: Path) -> None:
     """Make room for a task, refusing to delete anything the generator did not write."""
+    refuse_link(task_dir)
     if not task_dir.exists():
         return
     if not (task_dir / "ground_truth.json").is_file():

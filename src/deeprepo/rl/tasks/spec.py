@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.errors import UsageError
+from deeprepo.base.safefile import write_atomic
 
 SIZES: dict[str, tuple[int, int]] = {"small": (5, 15), "medium": (30, 60), "large": (100, 300)}
 """Size name → inclusive band of file counts."""
@@ -143,8 +144,8 @@ class GeneratedTask:
         for rel, text in self.files.items():
             path = repo / rel
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(text.encode("utf-8"))
-        (task_dir / "ground_truth.json").write_bytes(self.ground_truth_json().encode("utf-8"))
+            write_atomic(path, text, sync=False)
+        write_atomic(task_dir / "ground_truth.json", self.ground_truth_json(), sync=False)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -36,8 +35,9 @@ from typing import Any
 
 from deeprepo.base import prompts
 from deeprepo.base.errors import DeeprepoError, UsageError
-from deeprepo.base.jsonl import numbered_lines
-from deeprepo.report.trajectory import read_trajectory
+from deeprepo.base.jsonl import iter_numbered_lines
+from deeprepo.base.safefile import write_atomic
+from deeprepo.report.trajectory import RUN_FILE_LIMITS, read_trajectory
 
 __all__ = [
     "ExportOptions",
@@ -137,9 +137,10 @@ def find_sources(paths: Sequence[Path]) -> list[Path]:
 
 def read_runs(source: Path) -> Iterator[RunRecord]:
     """The runs in one file: one for a trajectory, one per rollout for results."""
-    lines = numbered_lines(source.read_text("utf-8", errors="replace"))
+    # Streamed: a results file from elsewhere costs one line of memory at a time.
+    lines = iter_numbered_lines(source, max_line_bytes=RUN_FILE_LIMITS.max_line_bytes)
     first: Any = None
-    for _, ln in lines:
+    for _, ln in iter_numbered_lines(source, max_line_bytes=RUN_FILE_LIMITS.max_line_bytes):
         try:
             first = json.loads(ln)
         except json.JSONDecodeError:
@@ -251,7 +252,7 @@ def _rebuild_opening(start: dict[str, Any]) -> tuple[str | None, str | None, str
     return prompts.ROOT_SYSTEM_PROMPTS[prompt], first, None
 
 
-def _eval_runs(path: Path, lines: list[tuple[int, str]]) -> Iterator[RunRecord]:
+def _eval_runs(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[RunRecord]:
     for n, line in lines:
         try:
             d = json.loads(line)
@@ -391,13 +392,7 @@ def export_sft(
     summary = ExportSummary(out=out)
     if not out.parent.is_dir():
         raise UsageError(f"the folder of {out} does not exist; create it first")
-    tmp = out.with_name(out.name + ".tmp")
     runs = (run for source in sources for run in read_runs(source))
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for example in examples(runs, options, summary):
-                fh.write(json.dumps(example, ensure_ascii=False) + "\n")
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    lines = (json.dumps(e, ensure_ascii=False) + "\n" for e in examples(runs, options, summary))
+    write_atomic(out, lines)
     return summary

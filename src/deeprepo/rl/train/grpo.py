@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.errors import ConfigError
+from deeprepo.base.safefile import open_append, write_atomic
 from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
 from deeprepo.rl.train.config import TrainConfig
 from deeprepo.rl.train.models import (
@@ -141,7 +142,7 @@ def _callback(log_path: Path, rollouts: EpisodeRollouts, progress: Progress, ste
                 "seconds": round(time.perf_counter() - self.started, 3),
             }
             self.rows.append(row)
-            with log_path.open("a", encoding="utf-8") as fh:
+            with open_append(log_path) as fh:
                 fh.write(json.dumps(row) + "\n")
             progress(
                 f"step {row['step']}/{steps}: reward {stats.reward_mean:.3f} ± {stats.reward_std:.3f} "
@@ -349,5 +350,5 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
 
         summary.plot = str(plot_training(log_path, out / "training.png"))
     summary.seconds = round(time.perf_counter() - started, 2)
-    (out / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2) + "\n", "utf-8")
+    write_atomic(out / "summary.json", json.dumps(summary.to_dict(), indent=2) + "\n")
     return summary

@@ -22,6 +22,7 @@ from typing import Any
 from deeprepo.base import prompts
 from deeprepo.base.errors import ConfigError
 from deeprepo.base.jsonl import numbered_lines
+from deeprepo.base.safefile import open_append, write_atomic
 from deeprepo.orchestrator.episode import EpisodeConfig, metadata_summary
 from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import Task, TaskSpec, generate_tasks_in_memory
@@ -186,7 +187,7 @@ def _log_callback(log_path: Path, progress: Progress, steps: int) -> Any:
                 "grad_norm": logs.get("grad_norm"),
                 "learning_rate": logs.get("learning_rate"),
             }
-            with log_path.open("a", encoding="utf-8") as fh:
+            with open_append(log_path) as fh:
                 fh.write(json.dumps(row) + "\n")
             if state.global_step == 1 or state.global_step % 10 == 0 or state.global_step == steps:
                 progress(f"sft step {state.global_step}/{steps}: loss {row['loss']:.4f}")
@@ -219,7 +220,7 @@ def prepare_sft_data(
     examples, expert_reward = expert_examples(sft, config)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "sft_data.jsonl"
-    path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in examples), "utf-8")
+    write_atomic(path, "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in examples))
     return SftData([{"messages": e["messages"]} for e in examples], path, expert_reward)
 
 
@@ -287,5 +288,5 @@ def run_sft(
         seconds=round(time.perf_counter() - started, 2),
         expert_reward_mean=expert_reward,
     )
-    (out_dir / "summary.json").write_text(json.dumps(summary.to_dict(), indent=2) + "\n", "utf-8")
+    write_atomic(out_dir / "summary.json", json.dumps(summary.to_dict(), indent=2) + "\n")
     return summary
