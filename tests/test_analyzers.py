@@ -471,3 +471,25 @@ def test_the_worker_scans_ahead_so_semgrep_starts_rarely(monkeypatch: pytest.Mon
     ]
     assert lines == [[1]] * 30
     assert sum(batches) == 30 and len(batches) == 2
+
+
+def test_scanning_for_secrets_leaves_the_warning_display_alone(tmp_path: Any) -> None:
+    """Importing detect-secrets turns on logging.captureWarnings, which sent deeprepo's own
+    warnings (a run log or a page not written) to an unconfigured logger: the console's
+    warning display must still be the one in charge after a scan."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings\n"
+        "seen = []\n"
+        "warnings.showwarning = lambda msg, *a, **k: seen.append(str(msg))\n"
+        "from deeprepo.builtin.analyzers.secrets import run_detect_secrets\n"
+        "run_detect_secrets('a.py', 'password = \"hunter2hunter2\"\\n')\n"
+        "warnings.warn('the run log was not written')\n"
+        "print(seen)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert "the run log was not written" in out.stdout

@@ -13,10 +13,12 @@ The secret value is never put into a finding.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -266,6 +268,7 @@ def run_detect_secrets(
     :class:`ScanBudgetExceeded` past ``budget_s`` seconds (default: :func:`secrets_budget_s`
     for the text's size) or once ``stop`` is set.
     """
+    shown = warnings.showwarning
     try:
         # The library's own per-line steps (filters, context) without its file reading,
         # so text already in memory is scanned as ``scan_file`` would.
@@ -275,6 +278,11 @@ def run_detect_secrets(
         raise ConfigError(
             "the static worker needs detect-secrets 1.x: pip install 'detect-secrets>=1.5,<2'"
         ) from exc
+    if warnings.showwarning is not shown:
+        # Importing detect-secrets calls logging.captureWarnings(True): deeprepo's own
+        # warnings (a run log not written, a page not written …) would go to an
+        # unconfigured logger and never reach the console.
+        logging.captureWarnings(False)
 
     from detect_secrets.settings import get_plugins
 
