@@ -487,3 +487,25 @@ def test_a_mermaid_label_holds_no_syntax() -> None:
     assert not set(label) & set('"[]<>`|\n\x1b;') - {";"}
     assert "#34;" in label and "#93;" in label and "#35;quot#59;" in label
     assert mermaid_label("src/app_v2.py") == "src/app_v2.py"
+
+
+@pytest.mark.parametrize("name", ['run "fast".py', "two\nlines.py", "a&quot;b.py"])
+def test_a_file_name_cannot_hide_the_file_from_the_offline_worker(
+    tmp_path: Path, name: str
+) -> None:
+    """A name with a quote or a newline ended the file block's ``path="…"`` early: the
+    static worker matched no block and found nothing, yet the file counted as audited."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / name).write_text(
+        "import subprocess\n\n\ndef run(cmd):\n    return subprocess.call(cmd, shell=True)\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "run"
+
+    proc = run_cli("analyze", str(repo), "--out", str(out), env=_env(tmp_path))
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    findings = json.loads((out / "findings.json").read_text(encoding="utf-8"))
+    items = findings["findings"] if isinstance(findings, dict) else findings
+    assert [f for f in items if f["file"] == name and f.get("cwe") == "CWE-78"], items

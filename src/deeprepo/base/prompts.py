@@ -130,11 +130,45 @@ def number_lines(text: str, start: int = 1) -> str:
     return "\n".join(f"{i:>5} | {line}" for i, line in enumerate(text.split("\n"), start))
 
 
+_PATH_UNQUOTE_RE = re.compile(r"&(?:amp|quot|#10|#13);")
+_PATH_UNQUOTES = {"&amp;": "&", "&quot;": '"', "&#10;": "\n", "&#13;": "\r"}
+
+
+def quote_path(path: str) -> str:
+    """``path`` as the ``path="…"`` attribute of a file block: a repository may name a file
+    with a ``"`` or a newline, which would end the attribute or the tag line early (the
+    block then matched nothing: the file was shown, never analysed).
+
+    Self-contained (no module globals): the sandbox kernel rebinds it into its own
+    namespace with ``render_file_block``.
+    """
+    if "&" in path or '"' in path or "\n" in path or "\r" in path:
+        path = path.replace("&", "&amp;").replace('"', "&quot;")
+        path = path.replace("\n", "&#10;").replace("\r", "&#13;")
+    return path
+
+
+def unquote_path(attr: str) -> str:
+    """The path a file block's ``path="…"`` attribute names (:func:`quote_path` undone;
+    only its four entities are read, so a hand-written ``a&b.py`` stays as it is)."""
+    if "&" not in attr:
+        return attr
+    return _PATH_UNQUOTE_RE.sub(lambda m: _PATH_UNQUOTES[m.group(0)], attr)
+
+
+def file_block_paths(prompt: str) -> list[str]:
+    """The paths the file blocks of ``prompt`` name, in order (a cheap scan of the tags)."""
+    return [unquote_path(p) for p in FILE_HEADER_RE.findall(prompt)]
+
+
 def render_file_block(path: str, content: str, start_line: int = 1) -> str:
     """One file (or a slice of it starting at ``start_line``) in the audit format."""
     n = content.count("\n") + 1
     lines_attr = f' lines="{start_line}-{start_line + n - 1}"' if start_line != 1 else ""
-    return f'<file path="{path}"{lines_attr}>\n{number_lines(content, start_line)}\n</file>'
+    return (
+        f'<file path="{quote_path(path)}"{lines_attr}>\n'
+        f"{number_lines(content, start_line)}\n</file>"
+    )
 
 
 def file_audit_prompt(path: str, content: str, start_line: int = 1) -> str:
@@ -160,7 +194,7 @@ def extract_file_blocks(prompt: str) -> list[tuple[str, str, int]]:
             raw = raw[:-1]
         start = int(m.group(2)) if m.group(2) else 1
         body = "\n".join(_NUMBERED_LINE_RE.sub("", ln, count=1) for ln in raw.split("\n"))
-        out.append((m.group(1), body, start))
+        out.append((unquote_path(m.group(1)), body, start))
         pos = close + len(_FILE_CLOSE)
     return out
 

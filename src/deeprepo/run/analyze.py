@@ -16,7 +16,7 @@ from typing import Any
 
 from deeprepo.architecture import architecture_of
 from deeprepo.base.chat import ChatModel, UsageRowDict
-from deeprepo.base.prompts import FILE_HEADER_RE
+from deeprepo.base.prompts import file_block_paths
 from deeprepo.base.records import RunResult, Turn
 from deeprepo.base.textsafe import escape_name
 from deeprepo.base.version import VERSION
@@ -397,7 +397,7 @@ def _audit_progress(targets: set[str], on_event: EventSink) -> Callable[[str], N
 
     def on_answer(prompt: str) -> None:
         before = len(seen)
-        for path in FILE_HEADER_RE.findall(prompt):
+        for path in file_block_paths(prompt):
             if path in targets:
                 seen.add(path)
         if len(seen) != before:

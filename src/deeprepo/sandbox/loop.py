@@ -175,7 +175,7 @@ class KernelLoop:
         for name, value in vars(prompts).items():
             if isinstance(value, str) and name.isupper():
                 prompt_g[name] = value
-        for name in ("number_lines", "render_file_block", "file_audit_prompt"):
+        for name in ("number_lines", "quote_path", "render_file_block", "file_audit_prompt"):
             prompt_g[name] = rebind(getattr(prompts, name), prompt_g)
         g["_TextIOBase"] = io.TextIOBase.__mro__[1]  # _io._TextIOBase: a C type
         read_only, stdout_class = g["_scaffold_classes"]()
