@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.base.prompts import extract_file_blocks
 from deeprepo.builtin.analyzers import FileResult, analyze_texts, run_semgrep, semgrep_applies
+from deeprepo.builtin.analyzers.python import python_parser
 
 __all__ = ["FREE_FORM_NOTE", "StaticWorker"]
 
@@ -141,8 +142,14 @@ class StaticWorker:
     def name(self) -> str:
         return "static"
 
+    @property
+    def python_parser(self) -> str:
+        """The interpreter the Python analyzers parse with (``metrics.json: python_parser``)."""
+        return python_parser()
+
     def unread_files(self) -> dict[tuple[str, str], str]:
-        """``(path, tool) -> message`` for every file an analyzer could not read so far."""
+        """``(path, tool) -> message`` for every file an analyzer that applies to it could
+        not read so far (the run's ``not_analysed``: such a file is not audited)."""
         with self._order_lock:
             return dict(self._unread)
 

@@ -22,7 +22,7 @@ from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.orchestrator.audit import audit_set, parse_scopes
+from deeprepo.orchestrator.audit import audit_set, parse_scopes, with_not_analysed
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
@@ -238,7 +238,9 @@ async def _analyze(
             result = await episode.run()
         finally:
             await wiring.aclose()
-        result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
+        if isinstance(sub_model, StaticWorker):
+            result = with_not_analysed(result, sub_model.unread_files(), sub_model.python_parser)
+        result.notes.extend(_run_notes(sandbox_note, call_log, sub_model, set(audit_paths)))
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
@@ -328,13 +330,18 @@ def _ledger_rows(ledger: Ledger) -> list[UsageRowDict]:
     return [row.to_dict() for row in ledger.rows()]
 
 
-def _run_notes(sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel) -> list[str]:
-    """What the reader must know about how the run went beyond its result."""
+def _run_notes(
+    sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel, audit: set[str]
+) -> list[str]:
+    """What the reader must know about how the run went beyond its result. Files of the
+    audit set an analyzer could not read are the result's ``not_analysed``; the others
+    (outside the audit set) are notes."""
     notes = [sandbox_note] if sandbox_note else []
     if call_log.failed:
         notes.append(f"calls.jsonl is incomplete: {call_log.failed}")
     if isinstance(sub_model, StaticWorker):
-        notes.extend(unread_notes(sub_model.unread_files()))
+        unread = sub_model.unread_files()
+        notes.extend(unread_notes({k: v for k, v in unread.items() if k[0] not in audit}))
     model_notes = getattr(sub_model, "run_notes", None)  # local models: unreadable answers
     if callable(model_notes):
         notes.extend(model_notes())
