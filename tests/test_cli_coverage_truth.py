@@ -13,6 +13,7 @@ import pytest
 from clihelp import run_cli
 from typer.testing import CliRunner
 
+from deeprepo.builtin import programs, scripted
 from deeprepo.cli import exits
 from deeprepo.cli.app import app
 
@@ -116,3 +117,24 @@ def test_findings_under_the_caps_are_all_reported(tmp_path: Path) -> None:
     proc = run_cli("analyze", str(repo), "--out", str(out), env=ENV)
     assert proc.returncode == exits.OK, proc.stderr
     assert (_metrics(out)["findings"], _metrics(out)["findings_cut"]) == (5, 0)
+
+
+def test_the_expert_records_past_a_cells_share_over_more_turns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a cell's share of two findings, five checked findings are recorded over three
+    turns and all reported: the answer waits until none is left, nothing is cut."""
+    small = [t.replace("CELL_FINDINGS = 2000", "CELL_FINDINGS = 2") for t in programs.EXPERT]
+    assert small != programs.EXPERT
+    monkeypatch.setitem(scripted.POLICIES, "expert", small)
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    repo = _repo(tmp_path, {f"m{i}.py": SHELL for i in range(5)})
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["analyze", str(repo), "--out", str(out)])
+    assert result.exit_code == exits.OK, result.output
+    m = _metrics(out)
+    assert (m["complete"], m["findings"], m["findings_cut"], m["turns"]) == (True, 5, 0, 5)
+    trajectory = (out / "trajectory.jsonl").read_text()
+    assert "recorded 2 findings; 3 left for the next turn" in trajectory
+    assert "recorded 2 findings; 1 left for the next turn" in trajectory
