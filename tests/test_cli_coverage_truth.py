@@ -138,3 +138,15 @@ def test_the_expert_records_past_a_cells_share_over_more_turns(
     trajectory = (out / "trajectory.jsonl").read_text()
     assert "recorded 2 findings; 3 left for the next turn" in trajectory
     assert "recorded 2 findings; 1 left for the next turn" in trajectory
+
+
+def test_max_turns_too_low_is_blamed_on_the_limit_not_the_prompt(tmp_path: Path) -> None:
+    repo, out = _repo(tmp_path, {"app.py": SHELL}), tmp_path / "run"
+    proc = run_cli("analyze", str(repo), "--out", str(out), "--max-turns", "1", env=ENV)
+    assert proc.returncode == exits.INCOMPLETE, proc.stderr
+    reason = _metrics(out)["incomplete_reason"]
+    assert reason == (
+        "the root reached --max-turns 1 before sending them to a worker and answered on its "
+        "final turn (raise --max-turns)"
+    )
+    assert "--prompt exhaustive" not in proc.stdout

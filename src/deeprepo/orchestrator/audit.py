@@ -140,8 +140,11 @@ def shortfall(
     stop_detail: str,
     stats: DispatchStats,
     findings_cut: int = 0,
+    max_turns: int | None = None,
 ) -> str:
-    """Why the run is incomplete, with the option to change; ``""`` when it is complete."""
+    """Why the run is incomplete, with the option to change; ``""`` when it is complete.
+    ``max_turns`` is set when the root ran out of turns and answered on the extra final one:
+    files it never sent are then the limit's doing, not the prompt's."""
     if stop_reason == "interrupted":
         return "interrupted (Ctrl-C or SIGTERM); continue with --resume"
     reasons: list[str] = []
@@ -159,6 +162,11 @@ def shortfall(
             "timeout": "" if "--timeout" in stop_detail else " (raise --timeout)",
         }.get(stop_reason, "")
         reasons.append(f"stopped on {stop_reason}: {stop_detail}{hint}")
+    if unaudited and not reasons and max_turns is not None:
+        reasons.append(
+            f"the root reached --max-turns {max_turns} before sending them to a worker and "
+            "answered on its final turn (raise --max-turns)"
+        )
     if unaudited and not reasons:
         reasons.append(
             "the root did not send them to a worker (try --prompt exhaustive, or "

@@ -304,6 +304,7 @@ class Episode:
                 stop_detail=stop_detail,
                 stats=stats,
                 findings_cut=self.findings_cut,
+                max_turns=self.config.max_turns if len(turns) > self.config.max_turns else None,
             ),
             findings_cut=self.findings_cut,
             system_prompt=system,
@@ -368,13 +369,8 @@ class Episode:
                 finding = self._to_finding(raw)
                 if finding is not None:
                     new_findings.append(finding)
-        room = max(
-            0,
-            min(
-                self.config.max_findings_per_turn,
-                self.config.max_findings_per_run - findings_so_far,
-            ),
-        )
+        room = self.config.max_findings_per_run - findings_so_far
+        room = max(0, min(self.config.max_findings_per_turn, room))
         if len(new_findings) > room:
             outputs.append(
                 f"[deeprepo] {len(new_findings) - room:,} of the {len(new_findings):,} findings "
