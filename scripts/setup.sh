@@ -23,8 +23,29 @@ if [ ${#want[@]} -gt 0 ]; then
   fi
 fi
 
-PY=${PYTHON:-python3}
+# The venv's interpreter is the grammar bandit parses Python with: a file written for a newer
+# Python does not parse under it and a run names it as not analysed (exit 3). So take the newest
+# Python 3.12+ there is (on PATH, or one uv manages) unless PYTHON names one; python3 otherwise.
+newest_python() {
+  local v found
+  for v in 3.14 3.13 3.12; do
+    # A pyenv shim answers command -v for versions it cannot run: ask it to run.
+    if "python$v" -c "" >/dev/null 2>&1; then echo "python$v"; return; fi
+  done
+  if command -v uv >/dev/null 2>&1 && found=$(uv python find '>=3.12' 2>/dev/null); then
+    echo "$found"; return
+  fi
+  echo python3
+}
+PY=${PYTHON:-$(newest_python)}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
+venv_version=$(.venv/bin/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+echo "setup: .venv runs Python $venv_version; deeprepo's analyzers parse Python with its grammar"
+if .venv/bin/python -c 'import sys; sys.exit(sys.version_info >= (3, 12))'; then
+  echo "setup: note: files using newer syntax (3.12 generics, type aliases, PEP 701 f-strings)" \
+       "will be named as not analysed; PYTHON=python3.12 bash scripts/setup.sh (after removing" \
+       ".venv) builds the venv on a newer Python"
+fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev,semgrep]"
 # DEEPREPO_TRAIN=1: the train extra too (deeprepo train; docs/training.md). torch first, pinned,

@@ -143,8 +143,9 @@ def test_help_explains_itself() -> None:
 
 
 def test_a_file_an_analyzer_cannot_read_is_said_everywhere(tmp_path: Path) -> None:
-    """Python 3.12 syntax under 3.11: bandit cannot parse it; the run says which file, in the
-    console, metrics.json and report.md, instead of losing its findings without a word."""
+    """Python 3.12 syntax under 3.11: bandit cannot parse it; the file is not audited, the
+    run is incomplete (exit 3) and says which file, in the console, metrics.json and
+    report.md, instead of losing its findings without a word."""
     repo = tmp_path / "repo" / "app"
     repo.mkdir(parents=True)
     (repo / "new.py").write_text(
@@ -156,15 +157,17 @@ def test_a_file_an_analyzer_cannot_read_is_said_everywhere(tmp_path: Path) -> No
     )
     out = tmp_path / "run"
     proc = run_cli("analyze", str(tmp_path / "repo"), "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    notes = json.loads((out / "metrics.json").read_text())["notes"]
-    unread = [n for n in notes if "not analysed by bandit" in n]
+    metrics = json.loads((out / "metrics.json").read_text())
     if sys.version_info >= (3, 12):  # bandit parses the file: nothing to say
-        assert unread == []
+        assert proc.returncode == 0, proc.stderr
+        assert metrics["not_analysed"] == []
         return
-    assert len(unread) == 1 and unread[0].endswith(": app/new.py"), notes
-    assert "not analysed by bandit" in proc.stdout
-    assert "not analysed by bandit" in (out / "report.md").read_text()
+    assert proc.returncode == 3, proc.stderr
+    assert [g["path"] for g in metrics["not_analysed"]] == ["app/new.py"]
+    assert metrics["files_covered"] == 1 and metrics["coverable_files"] == 2
+    assert "1 file(s) not analysed: 1 not read by bandit" in metrics["incomplete_reason"]
+    assert "Not analysed (1, by bandit" in proc.stdout and "app/new.py" in proc.stdout
+    assert "> - `app/new.py`: bandit: not analysed by bandit" in (out / "report.md").read_text()
     # The other file's finding is still there.
     findings = json.loads((out / "findings.json").read_text())
     assert any(f["file"] == "app/old.py" and f["cwe"] == "CWE-78" for f in findings)

@@ -594,6 +594,10 @@ async def test_a_turn_keeps_at_most_its_share_of_findings_and_says_so(
         "2 a turn and 3 in all. Record fewer, merged findings."
     ) in r.turns[1].output
     assert len(r.findings) == 3
+    # What was cut is counted and makes the run incomplete, whatever the root was told.
+    assert r.findings_cut == 3  # 2 of the second turn's 3, the last turn's 1
+    assert not r.complete
+    assert "3 findings cut by a cap" in r.incomplete_reason
 
 
 async def test_the_last_turns_are_counted_down(

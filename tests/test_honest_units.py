@@ -297,3 +297,17 @@ def test_the_synthesis_nests_under_the_report_headings() -> None:
     assert md_block(text, shift_headings=2) == (
         "### Report\n#### Part\n```\n# a comment\n```\n#not-a-heading"
     )
+
+
+def test_progress_counts_worker_answers_as_they_come() -> None:
+    """The dispatcher's count moves when a batch settles; the progress line counts each
+    answer, so it never reads "audited 47/113 files · worker calls 0"."""
+    now = [0.0]
+    c = Console(record=True, width=200, force_terminal=False)
+    with RunProgress(c, "analyze", clock=lambda: now[0]) as progress:
+        progress("turn_start", {"turn": 2, "max_turns": 20})
+        progress("audit_start", {"files": 113})
+        now[0] += 60.0  # past the interval of plain progress lines
+        progress("audited", {"files": 47, "total": 113, "calls": 3})
+        text = c.export_text()
+    assert "audited 47/113 files" in text and "worker calls 3" in text

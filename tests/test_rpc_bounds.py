@@ -205,9 +205,9 @@ async def test_system_is_capped_like_prompts(kernel: Kernel, handler: Handler) -
 async def test_a_forged_result_is_bounded_by_the_parent(kernel: Kernel) -> None:
     cell = FD + (
         "import json, time\ncell = int(sys._getframe(0).f_code.co_filename.strip('<>').split('-')[1])\n"
-        "f = {'file': 'app.py', 'line': 10**12, 'kind': 'k' * 300, 'severity': 'high', 'title': 't' * 1500}\n"
+        "f = {'file': 'app.py', 'line': 10**12, 'kind': 'k' * 300, 'severity': 'high', 'title': 't' * 1100}\n"
         "os.write(fd, json.dumps({'type': 'result', 'id': cell, 'output': 'O' * 1_000_000, 'error': 'syntax',\n"
-        "  'answer': {'content': 'forged', 'ready': 1}, 'findings': [f] * 2000,\n"
+        "  'answer': {'content': 'forged', 'ready': 1}, 'findings': [f] * 2200, 'findings_cut': 10**15,\n"
         "  'restored': ['x' * 1000, 'llm_batch'] * 100, 'user_vars': ['v' * 10**6] * 3}).encode() + b'\\n')\n"
         "time.sleep(0.5)"
     )
@@ -215,7 +215,8 @@ async def test_a_forged_result_is_bounded_by_the_parent(kernel: Kernel) -> None:
     limit = kernel.config.output_limit
     assert len(r.output) < limit + 1000 and "chars cut" in r.output
     assert r.error == "syntax" and r.answer == {"content": "forged", "ready": False}
-    assert len(r.new_findings) == 1000
+    assert len(r.new_findings) == 2000
+    assert r.findings_cut == 10**9 + 200  # a forged count is bounded; the parent's cut is added
     f = r.new_findings[0]
     assert f["line"] == 1 and len(f["kind"]) == 200 and len(f["title"]) == 1000
     assert r.restored == ["llm_batch"]
@@ -235,7 +236,8 @@ async def test_findings_per_cell_are_bounded(kernel: Kernel) -> None:
     r = await kernel.exec(
         "for i in range(2500):\n    add_finding('app.py', 1, 'k', 'low', 't%d' % i)"
     )
-    assert len(r.new_findings) == 1000
+    assert len(r.new_findings) == 2000
+    assert r.findings_cut == 500  # counted: the run that holds this cell is incomplete
     assert "this cell recorded 2,500 findings; only the first 2,000 were kept" in r.output
 
 

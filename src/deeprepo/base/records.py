@@ -123,6 +123,20 @@ class RootTokens(NamedTuple):
 
 
 @dataclass(frozen=True)
+class NotAnalysed:
+    """A file an analyzer that applies to it could not read (it did not parse, the
+    analyzer failed on it or is not installed): the file is not audited, the run is
+    incomplete. ``tool`` is the analyzer (``bandit``, ``semgrep``); ``reason`` says why."""
+
+    path: str
+    tool: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class RunResult:
     """Everything an Episode produced; reports and rewards are computed from it.
 
@@ -159,6 +173,10 @@ class RunResult:
     system_prompt: str = field(default="", repr=False)
     first_message: str = field(default="", repr=False)
     behaviour: Behaviour | None = None  # how the root worked (orchestrator.behaviour)
+    # Audit-set files an analyzer could not read; they are not in ``files_covered``.
+    not_analysed: list[NotAnalysed] = field(default_factory=list)
+    findings_cut: int = 0  # findings recorded but dropped by a cap (a cell, a turn, the run)
+    python_parser: str = ""  # the interpreter whose grammar the Python analyzers parsed with
 
     @property
     def num_turns(self) -> int:
@@ -171,5 +189,12 @@ class RunResult:
 
     @property
     def complete(self) -> bool:
-        """The root set its answer and every file of the audit set was audited."""
-        return not self.incomplete and not self.unaudited and self.stop_reason != "interrupted"
+        """The root set its answer, every file of the audit set was audited (sent to a
+        worker and read by every analyzer that applies), and no finding was cut."""
+        return (
+            not self.incomplete
+            and not self.unaudited
+            and not self.not_analysed
+            and not self.findings_cut
+            and self.stop_reason != "interrupted"
+        )

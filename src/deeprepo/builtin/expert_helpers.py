@@ -365,13 +365,25 @@ def verify_pending(tolerance=3):
         seen_keys.add(key)
         f = {k: v for k, v in f.items() if k != "reports"}
         all_findings.append(f)
-        add_finding(f["file"], f["line"], f["kind"], f["severity"], f["title"], f["detail"], f["fix"], cwe=f["cwe"], end_line=f["end_line"])
+        unrecorded.append(f)  # recorded by record_some, a cell's worth at a time
     for f in doubtful:
         if f not in kept:
             print("  dropped (not confirmed):", f["file"] + ":" + str(f["line"]), "-", f["title"][:60])
     dropped = len(pending) - len(kept)
     pending.clear()
     return len(doubtful), len(prompts), len(kept), dropped
+
+# deeprepo keeps this many findings a cell and counts the rest as cut: past it, the rest waits
+# in unrecorded for the next turn's cell.
+CELL_FINDINGS = 2000
+
+def record_some(limit=CELL_FINDINGS):
+    # add_finding for up to limit checked findings (all with None); how many are left.
+    n = len(unrecorded) if limit is None else min(limit, len(unrecorded))
+    for f in unrecorded[:n]:
+        add_finding(f["file"], f["line"], f["kind"], f["severity"], f["title"], f["detail"], f["fix"], cwe=f["cwe"], end_line=f["end_line"])
+    del unrecorded[:n]
+    return len(unrecorded)
 
 all_findings = globals().get("all_findings", [])
 seen_keys = globals().get("seen_keys", set())
@@ -380,4 +392,5 @@ VERIFY = globals().get("VERIFY", False)
 # Workers that answer one prompt at a time (a local model on a CPU): plan fewer prompts.
 SERIAL = ((globals().get("metadata") or {}).get("workers") or {}).get("parallel") == 1
 pending = globals().get("pending", {})
+unrecorded = globals().get("unrecorded", [])
 """

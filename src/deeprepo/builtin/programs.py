@@ -39,7 +39,9 @@ print("findings reported:", added, "| failed prompts:", len(failed))
 for f in list(pending.values())[:40]:
     print(" ", f["severity"], f["file"] + ":" + str(f["line"]), f["cwe"], "-", f["title"][:80])
 """,
-    # Turn 3: retry what failed, check coverage, write the report, answer.
+    # Turn 3: retry what failed, check coverage, record what was checked, write the report,
+    # answer. A cell keeps CELL_FINDINGS findings: with more, the answer waits and this turn
+    # runs again (the last program repeats), recording the next cell's worth.
     HELPERS
     + r"""
 sources = audit_paths()
@@ -52,15 +54,23 @@ doubtful, checks, kept, dropped = verify_pending()
 print("checked", doubtful, "doubtful findings with", checks, "short re-queries:",
       kept, "findings kept,", dropped, "dropped")
 """
+    + r"""
+left = record_some()
+if left:
+    print("recorded", CELL_FINDINGS, "findings;", left, "left for the next turn")
+"""
     + REPORT
     + r"""
-set_answer(report)
-print(report[:1500])
+if not left:
+    set_answer(report)
+    print(report[:1500])
 """,
 ]
 
 #: The program a policy runs on the extra turn at ``max_turns`` (``prompts.FINAL_TURN_NOTE``).
-EXPERT_FINAL = HELPERS + "\nverify_pending()\n" + REPORT + "\nset_answer(report)\n"
+EXPERT_FINAL = (
+    HELPERS + "\nverify_pending()\nrecord_some(None)\n" + REPORT + "\nset_answer(report)\n"
+)
 
 SALVAGE_SUBMIT = r"""
 set_answer("# Report\n\nI ran out of turns before finishing the review.\n")

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.base.prompts import extract_file_blocks
 from deeprepo.builtin.analyzers import FileResult, analyze_texts, run_semgrep, semgrep_applies
+from deeprepo.builtin.analyzers.python import python_parser
 
 __all__ = ["FREE_FORM_NOTE", "StaticWorker"]
 
@@ -137,7 +138,6 @@ class StaticWorker:
         # (path, tool) -> why that analyzer could not read the file, for the run's notes.
         self._unread: dict[tuple[str, str], str] = {}
         # Files an analyzer gave up on at a time bound: not audited, whatever reached it.
-        self._bounded: set[str] = set()
         # Set when the run ends: analyses still running in worker threads stop at their
         # next line instead of keeping the process alive past the run's --timeout.
         self._stop = threading.Event()
@@ -146,15 +146,16 @@ class StaticWorker:
     def name(self) -> str:
         return "static"
 
+    @property
+    def python_parser(self) -> str:
+        """The interpreter the Python analyzers parse with (``metrics.json: python_parser``)."""
+        return python_parser()
+
     def unread_files(self) -> dict[tuple[str, str], str]:
-        """``(path, tool) -> message`` for every file an analyzer could not read so far."""
+        """``(path, tool) -> message`` for every file an analyzer that applies to it could
+        not read so far (the run's ``not_analysed``: such a file is not audited)."""
         with self._order_lock:
             return dict(self._unread)
-
-    def bounded_files(self) -> list[str]:
-        """Paths whose analysis stopped at a time bound (hostile input): not audited."""
-        with self._order_lock:
-            return sorted(self._bounded)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Audit every file block of the last user message; zero usage, no network."""
@@ -188,8 +189,6 @@ class StaticWorker:
                     warnings.append(w.to_json(t.path))
                     with self._order_lock:
                         self._unread.setdefault((t.path, w.tool), w.message)
-                        if w.bounded:
-                            self._bounded.add(t.path)
         reply: dict[str, Any] = {"findings": findings}
         if warnings:
             reply["warnings"] = warnings

@@ -18,13 +18,14 @@ __all__ = [
 OK = 0  # the run is complete: an answer, and every file of the audit set audited
 ERROR = 1  # the run stopped on an error (a model or the sandbox failed, nothing reachable)
 USAGE = 2  # bad command line: an option, a path, a model spec (one line says which)
-INCOMPLETE = 3  # outputs written, but not every file was audited or no answer was set
+INCOMPLETE = 3  # outputs written, but not every file was audited, findings were cut, or no answer
 FINDINGS = 4  # --fail-on: findings at or above the threshold (outputs written)
 INTERRUPTED = 130  # Ctrl-C or SIGTERM: partial outputs written, marked incomplete
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 complete; 1 stopped on an error; 2 bad usage; 3 incomplete (not every "
-    "file audited, or no answer: a budget, a limit, a timeout); 4 findings at or above "
+    "file audited or read by its analyzers, findings cut, or no answer: a budget, a limit, a "
+    "timeout); 4 findings at or above "
     "--fail-on; 130 interrupted (Ctrl-C or SIGTERM)."
 )
 

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from deeprepo.base.errors import UsageError
 from deeprepo.base.finding import Finding
+from deeprepo.base.records import RunResult
 from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.findings.gate import at_or_above
@@ -158,6 +159,7 @@ def render_summary(
         + f" · cost {_money(r.total_cost_usd)} · {r.wall_seconds:.1f}s",
         highlight=False,
     )
+    _gaps(out, r)
     if headline:
         _findings_table(out, headline, limit)
     if rest:
@@ -179,6 +181,28 @@ def render_summary(
     out.print(f"Report: {console(handle.out_dir / 'report.md')}", highlight=False)
     if handle.run_id is not None:
         out.print(f"Run log: {handle.run_id} (deeprepo runs show {handle.run_id})", highlight=False)
+
+
+def _gaps(out: Console, r: RunResult, limit: int = 5) -> None:
+    """What the run claims it did not do, right under its status: files an analyzer could
+    not read (the first few; all in metrics.json) and findings a cap cut."""
+    if r.not_analysed:
+        paths = sorted({g.path for g in r.not_analysed})
+        tools = ", ".join(sorted({g.tool for g in r.not_analysed}))
+        shown = ", ".join(console(p) for p in paths[:limit])
+        more = f" and {len(paths) - limit:,} more" if len(paths) > limit else ""
+        parser = f"; Python parsed by {console(r.python_parser)}" if r.python_parser else ""
+        out.print(
+            f"[yellow]Not analysed[/] ({len(paths):,}, by {console(tools)}{parser}): "
+            f"{shown}{more} (all in metrics.json: not_analysed)",
+            highlight=False,
+        )
+    if r.findings_cut:
+        out.print(
+            f"[yellow]Findings cut[/]: {r.findings_cut:,} dropped by a cap, not reported "
+            "(metrics.json: findings_cut)",
+            highlight=False,
+        )
 
 
 def _findings_table(out: Console, findings: list[Finding], limit: int) -> None:

@@ -129,11 +129,14 @@ class RunProgress(Closing):
         elif kind == "audit_start":
             self.to_audit = data["files"]
         elif kind == "audited":
+            # Every answered prompt says how many were answered; the rate (ETA) follows files.
+            self.sub_calls = max(self.sub_calls, int(data.get("calls", 0)))
             now = self.clock()
             if self._audit_t0 is None:
                 self._audit_t0, self._audit_n0 = now, data["files"]
+            if data["files"] != self.audited:
+                self._last_audit = now
             self.audited, self.to_audit = data["files"], data["total"]
-            self._last_audit = now
             if now - self._last_plain >= PLAIN_EVERY_S:
                 self._last_plain = now
                 plain_line = True

@@ -8,6 +8,14 @@ worker *answered* (a prompt refused by a budget or one whose call failed does no
 The run is complete only when the root set its answer and every file of the audit set was
 audited; otherwise :func:`shortfall` says why, with the option that would change it.
 
+With analyzers as the worker (the ``static`` sub-model), a file also needs every analyzer
+that applies to it to have read it: :func:`with_not_analysed` takes out of the audited
+files those an analyzer could not read (Python that does not parse under the interpreter
+bandit runs on, a semgrep failure, semgrep not installed) and says so in the reason. No
+analyzer stands in for another: bandit's rules, semgrep's and detect-secrets' look for
+different things, so a file detect-secrets read but bandit could not parse is not audited.
+A run that cut findings at a cap (:func:`cut_reason`) is incomplete too.
+
 This is the one coverage figure the console, ``report.md`` and ``metrics.json`` show
 (the reward computes its own shares from the same prompts, see ``env/reward.py``).
 """
@@ -15,10 +23,10 @@ This is the one coverage figure the console, ``report.md`` and ``metrics.json`` 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from deeprepo.base.errors import UsageError
-from deeprepo.base.records import StopReason
+from deeprepo.base.records import NotAnalysed, RunResult, StopReason
 from deeprepo.codebase.scope import SCOPES
 from deeprepo.findings.coverage import CoverageIndex
 
@@ -28,8 +36,10 @@ __all__ = [
     "DispatchStats",
     "audit_set",
     "audited_files",
+    "cut_reason",
     "parse_scopes",
     "shortfall",
+    "with_not_analysed",
 ]
 
 #: Share of a file's non-trivial lines that must reach a worker for the file to count as
@@ -129,8 +139,12 @@ def shortfall(
     stop_reason: StopReason,
     stop_detail: str,
     stats: DispatchStats,
+    findings_cut: int = 0,
+    max_turns: int | None = None,
 ) -> str:
-    """Why the run is incomplete, with the option to change; ``""`` when it is complete."""
+    """Why the run is incomplete, with the option to change; ``""`` when it is complete.
+    ``max_turns`` is set when the root ran out of turns and answered on the extra final one:
+    files it never sent are then the limit's doing, not the prompt's."""
     if stop_reason == "interrupted":
         return "interrupted (Ctrl-C or SIGTERM); continue with --resume"
     reasons: list[str] = []
@@ -148,6 +162,11 @@ def shortfall(
             "timeout": "" if "--timeout" in stop_detail else " (raise --timeout)",
         }.get(stop_reason, "")
         reasons.append(f"stopped on {stop_reason}: {stop_detail}{hint}")
+    if unaudited and not reasons and max_turns is not None:
+        reasons.append(
+            f"the root reached --max-turns {max_turns} before sending them to a worker and "
+            "answered on its final turn (raise --max-turns)"
+        )
     if unaudited and not reasons:
         reasons.append(
             "the root did not send them to a worker (try --prompt exhaustive, or "
@@ -155,6 +174,54 @@ def shortfall(
         )
     if not answered and not reasons:
         reasons.append(f"the root never set its answer ({stop_reason})")
-    if not unaudited and answered:
+    if findings_cut:
+        reasons.append(cut_reason(findings_cut))
+    if not unaudited and answered and not findings_cut:
         return ""
     return "; ".join(reasons)
+
+
+def cut_reason(findings_cut: int) -> str:
+    """The reason a run that dropped findings at a cap gives."""
+    return (
+        f"{findings_cut:,} findings cut by a cap on findings per cell, turn or run "
+        "(record fewer, merged findings per cell)"
+    )
+
+
+def with_not_analysed(
+    result: RunResult, unread: Mapping[tuple[str, str], str], python_parser: str = ""
+) -> RunResult:
+    """``result`` with the audit-set files an analyzer could not read taken out of the
+    audited ones and named in :attr:`RunResult.not_analysed` (``unread`` maps
+    ``(path, analyzer)`` to why), and ``python_parser`` recorded."""
+    audit = set(result.files_covered) | set(result.unaudited)
+    gaps = [
+        NotAnalysed(path, tool, reason)
+        for (path, tool), reason in sorted(unread.items())
+        if path in audit
+    ]
+    if not gaps:
+        return replace(result, python_parser=python_parser)
+    paths = {g.path for g in gaps}
+    reason = not_analysed_reason(gaps)
+    return replace(
+        result,
+        files_covered=[p for p in result.files_covered if p not in paths],
+        not_analysed=gaps,
+        python_parser=python_parser,
+        incomplete_reason="; ".join(r for r in (result.incomplete_reason, reason) if r),
+    )
+
+
+def not_analysed_reason(gaps: list[NotAnalysed]) -> str:
+    """How many files each analyzer could not read, with one reason as an example."""
+    by_tool: dict[str, list[NotAnalysed]] = {}
+    for g in gaps:
+        by_tool.setdefault(g.tool, []).append(g)
+    parts = []
+    for tool, group in by_tool.items():
+        example = group[0].reason.removeprefix(f"not analysed by {tool}: ")
+        parts.append(f"{len(group):,} not read by {tool} (e.g. {example[:160]})")
+    files = len({g.path for g in gaps})
+    return f"{files:,} file(s) not analysed: " + "; ".join(parts)

@@ -63,8 +63,10 @@ class EpisodeConfig:
     # What one turn may add to the conversation, which is resent in every later root request:
     # its output (None: 4x the sandbox's output limit, so a few blocks fit whole) and findings.
     max_turn_output_chars: int | None = None
-    max_findings_per_turn: int = 1000
-    max_findings_per_run: int = 5000
+    # A finding's fields are bounded (sandbox.results), about 1 KB in practice: 20,000 is
+    # some 20 MB, and a cut is counted and makes the run incomplete, never silent.
+    max_findings_per_turn: int = 20_000
+    max_findings_per_run: int = 20_000
 
 
 def metadata_summary(
@@ -133,6 +135,7 @@ class Episode:
         self._replay = list(replay)
         self.pool = pool  # pre-started kernels: many short episodes (RL rollouts) start faster
         self.replay_mismatches: list[int] = []  # replayed turns whose output came out different
+        self.findings_cut = 0  # findings recorded but dropped by a cap, over the run
         if self.config.prompt not in prompts.ROOT_SYSTEM_PROMPTS:
             raise ValueError(f"unknown prompt {self.config.prompt!r}")
         #: The files this run must audit (``orchestrator.audit``); also ``metadata['audit_files']``.
@@ -300,7 +303,10 @@ class Episode:
                 stop_reason=stop_reason,
                 stop_detail=stop_detail,
                 stats=stats,
+                findings_cut=self.findings_cut,
+                max_turns=self.config.max_turns if len(turns) > self.config.max_turns else None,
             ),
+            findings_cut=self.findings_cut,
             system_prompt=system,
             first_message=first,
             behaviour=behaviour_of(
@@ -352,6 +358,7 @@ class Episode:
             query_calls += sum(1 for c in result.calls if c.api == "query")
             batch_sizes += [c.size for c in result.calls if c.api == "batch"]
             answer = result.answer
+            self.findings_cut += result.findings_cut
             # An unknown error ranks as an exception both ways: as the worst so far it ranked
             # 0, so a later plain exception replaced it.
             if _ERROR_RANK.get(result.error, 1) > _ERROR_RANK.get(worst, 1):
@@ -362,13 +369,8 @@ class Episode:
                 finding = self._to_finding(raw)
                 if finding is not None:
                     new_findings.append(finding)
-        room = max(
-            0,
-            min(
-                self.config.max_findings_per_turn,
-                self.config.max_findings_per_run - findings_so_far,
-            ),
-        )
+        room = self.config.max_findings_per_run - findings_so_far
+        room = max(0, min(self.config.max_findings_per_turn, room))
         if len(new_findings) > room:
             outputs.append(
                 f"[deeprepo] {len(new_findings) - room:,} of the {len(new_findings):,} findings "
@@ -376,6 +378,7 @@ class Episode:
                 f"{self.config.max_findings_per_turn:,} a turn and "
                 f"{self.config.max_findings_per_run:,} in all. Record fewer, merged findings."
             )
+            self.findings_cut += len(new_findings) - room
             new_findings = new_findings[:room]
         limit = self.config.max_turn_output_chars or 4 * self.sandbox_config.output_limit
         output = cut_middle("\n".join(outputs).strip(), limit) or "[no output]"

@@ -91,6 +91,10 @@ def metrics(
         "covered_paths": result.files_covered,
         "files_unaudited": len(result.unaudited),
         "unaudited_paths": result.unaudited,
+        "files_not_analysed": len({g.path for g in result.not_analysed}),
+        "not_analysed": [g.to_dict() for g in result.not_analysed],
+        "findings_cut": result.findings_cut,
+        "python_parser": result.python_parser or None,
         "findings": len(result.findings),
         "findings_headline": len(headline),
         "findings_by_severity": _counts(headline),
@@ -177,6 +181,7 @@ def _header(ctx: ReportContext) -> list[str]:
                 f"> Not audited ({len(result.unaudited)}): {shown}"
                 + (f", … and {more} more (`unaudited_paths` in metrics.json)" if more > 0 else "")
             )
+        out += _gaps_lines(result)
         out.append("")
     if ctx.offline:
         out += [
@@ -185,6 +190,26 @@ def _header(ctx: ReportContext) -> list[str]:
             "model-driven run.",
             "",
         ]
+    return out
+
+
+def _gaps_lines(result: RunResult) -> list[str]:
+    """The files an analyzer could not read, each with the analyzer and why, and the
+    findings a cap cut: at the top of report.md, since either makes the run incomplete."""
+    out: list[str] = []
+    if result.not_analysed:
+        paths = sorted({g.path for g in result.not_analysed})
+        parser = (
+            f" (Python parsed by {md_text(result.python_parser)})" if result.python_parser else ""
+        )
+        out.append(f"> Not analysed ({len(paths)}){parser}:")
+        for g in result.not_analysed:
+            out.append(f"> - {md_code(g.path)}: {md_text(g.tool)}: {md_text(g.reason)}")
+    if result.findings_cut:
+        out.append(
+            f"> Findings cut by a cap: {result.findings_cut:,} (not in this report; "
+            "`findings_cut` in metrics.json)"
+        )
     return out
 
 
@@ -295,6 +320,11 @@ def _summary_section(ctx: ReportContext) -> list[str]:
         f"- Coverage: {md_text(coverage_line(result))} (scopes audited: "
         f"{', '.join(result.audit_scopes) or 'n/a'})",
         f"- Worker (sub-LLM) calls answered: {result.sub_calls}{refused}{failed}",
+        *(
+            [f"- Python analyzers parse with: {md_text(result.python_parser)}"]
+            if result.python_parser
+            else []
+        ),
         _behaviour_line(behaviour_dict(result, codebase)),
         f"- Codebase: {codebase.metadata.files} files, {codebase.metadata.lines:,} lines"
         + (f" ({scopes})" if scopes else "")

@@ -17,13 +17,13 @@ from typing import Any
 from deeprepo.architecture import architecture_of
 from deeprepo.base.chat import ChatModel, UsageRowDict
 from deeprepo.base.prompts import file_block_paths
-from deeprepo.base.records import RunResult, Turn
+from deeprepo.base.records import Turn
 from deeprepo.base.textsafe import escape_name
 from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.orchestrator.audit import audit_set, parse_scopes
+from deeprepo.orchestrator.audit import audit_set, parse_scopes, with_not_analysed
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
@@ -246,8 +246,10 @@ async def _analyze(
         finally:
             await wiring.aclose()
         result.notes.extend(plan.codebase.metadata.not_analysed)
-        result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
-        result = _bounded_unaudited(result, sub_model)
+        if isinstance(sub_model, StaticWorker):
+            # Files an analyzer could not read, a time bound's cuts included.
+            result = with_not_analysed(result, sub_model.unread_files(), sub_model.python_parser)
+        result.notes.extend(_run_notes(sandbox_note, call_log, sub_model, set(audit_paths)))
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
@@ -339,37 +341,22 @@ def _ledger_rows(ledger: Ledger) -> list[UsageRowDict]:
     return [row.to_dict() for row in ledger.rows()]
 
 
-def _run_notes(sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel) -> list[str]:
-    """What the reader must know about how the run went beyond its result."""
+def _run_notes(
+    sandbox_note: str | None, call_log: CallLog, sub_model: ChatModel, audit: set[str]
+) -> list[str]:
+    """What the reader must know about how the run went beyond its result. Files of the
+    audit set an analyzer could not read are the result's ``not_analysed``; the others
+    (outside the audit set) are notes."""
     notes = [sandbox_note] if sandbox_note else []
     if call_log.failed:
         notes.append(f"calls.jsonl is incomplete: {call_log.failed}")
     if isinstance(sub_model, StaticWorker):
-        notes.extend(unread_notes(sub_model.unread_files()))
+        unread = sub_model.unread_files()
+        notes.extend(unread_notes({k: v for k, v in unread.items() if k[0] not in audit}))
     model_notes = getattr(sub_model, "run_notes", None)  # local models: unreadable answers
     if callable(model_notes):
         notes.extend(model_notes())
     return notes
-
-
-def _bounded_unaudited(result: RunResult, sub_model: ChatModel) -> RunResult:
-    """``result`` with the files the static worker gave up on at a time bound counted as
-    not audited: their prompts were answered, but not every analyzer read them."""
-    if not isinstance(sub_model, StaticWorker):
-        return result
-    cut = set(sub_model.bounded_files()) & set(result.files_covered)
-    if not cut:
-        return result
-    reason = (
-        f"{len(cut)} file(s) cut short by an analyzer's time bound (built to be slow?): "
-        + ", ".join(escape_name(p) for p in sorted(cut)[:10])
-    )
-    return replace(
-        result,
-        files_covered=[p for p in result.files_covered if p not in cut],
-        unaudited=sorted({*result.unaudited, *cut}),
-        incomplete_reason="; ".join(r for r in (result.incomplete_reason, reason) if r),
-    )
 
 
 def unread_notes(unread: Mapping[tuple[str, str], str], limit: int = 10) -> list[str]:
@@ -392,15 +379,18 @@ def unread_notes(unread: Mapping[tuple[str, str], str], limit: int = 10) -> list
 def _audit_progress(targets: set[str], on_event: EventSink) -> Callable[[str], None]:
     """A dispatcher hook counting the files of the audit set named in answered prompts
     (file blocks of the audit format): cheap, live, and a lower bound of the final figure,
-    which :mod:`deeprepo.orchestrator.audit` computes from the prompts' content."""
+    which :mod:`deeprepo.orchestrator.audit` computes from the prompts' content. It counts
+    the answers too: the dispatcher's own count moves only when a whole batch is settled,
+    so a progress line read "audited 47/113 files · worker calls 0" during the first batch."""
     seen: set[str] = set()
+    answered = 0
 
     def on_answer(prompt: str) -> None:
-        before = len(seen)
+        nonlocal answered
+        answered += 1
         for path in file_block_paths(prompt):
             if path in targets:
                 seen.add(path)
-        if len(seen) != before:
-            on_event("audited", {"files": len(seen), "total": len(targets)})
+        on_event("audited", {"files": len(seen), "total": len(targets), "calls": answered})
 
     return on_answer

@@ -317,6 +317,11 @@ class Kernel:
             stray = await conn.raw_output(int(msg["id"]), _MARK_WAIT_S)
         else:
             stray = conn.stray.take_all()
+        sent = [f for f in as_list(msg.get("findings")) if isinstance(f, dict)]
+        reported_cut = msg.get("findings_cut")
+        # A forged count can only make the run incomplete, which the cell could do anyway.
+        cut_in_child = min(reported_cut, 10**9) if type(reported_cut) is int else 0
+        cut_in_child = max(0, cut_in_child)
         leftovers = conn.child.stop_leftovers()  # a cell's processes end with the cell
         if leftovers:
             notes.append(
@@ -333,11 +338,8 @@ class Kernel:
             output=compose(str(output), stray, notes),
             error=error,
             answer=dict(self._answer),
-            new_findings=[
-                clean_finding(f)
-                for f in as_list(msg.get("findings"))[:MAX_FINDINGS_PER_CELL]
-                if isinstance(f, dict)
-            ],
+            new_findings=[clean_finding(f) for f in sent[:MAX_FINDINGS_PER_CELL]],
+            findings_cut=cut_in_child + max(0, len(sent) - MAX_FINDINGS_PER_CELL),
             restored=restored,
             restarted=restarted,
             lost_variables=lost,

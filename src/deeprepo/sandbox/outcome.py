@@ -65,6 +65,9 @@ def read(cell_id: int, items: list[Any]) -> tuple[dict[str, Any], bool, bool]:
         "error": "syntax" if syntax else None,
         "answer": {"content": "", "ready": False},
         "findings": findings,
+        # Findings this cell recorded that the cap dropped: the run counts them, so a cut
+        # makes it incomplete instead of shrinking the report silently.
+        "findings_cut": max(0, recorded - MAX_FINDINGS_PER_CELL),
         "restored": [],
         "user_vars": [],
         "mark": True,
@@ -93,10 +96,13 @@ def fit(result: dict[str, Any], line_of: Callable[[dict[str, Any]], bytes]) -> b
         return line
     notes: list[str] = []
     findings = list(result["findings"])
+    cut = int(result.get("findings_cut") or 0)
     while len(line) > max_bytes and findings:
         keep = len(findings) // 2
         notes.append(f"{len(findings) - keep} findings")
+        cut += len(findings) - keep
         findings = findings[:keep]
+        result = {**result, "findings_cut": cut}
         line = line_of({**result, "findings": findings})
     answer = dict(result["answer"])
     if len(line) > max_bytes and len(answer["content"]) > max_bytes // 16:

@@ -24,6 +24,7 @@ stdin/stdout, so whatever the cell prints cannot corrupt them)::
       {"type": "init_ok", "files": n} | {"type": "init_error", "message": "..."}
       {"type": "llm", "id": n, "prompts": [...], "system": "..." | null}
       {"type": "result", "id": n, "output": "...", "error": ..., "answer": {...},
+       "findings_cut": n,
        "findings": [...], "restored": [...], "user_vars": [...], "mark": bool}
 
 After each cell the child also writes ``CELL_END_MARK % id`` to its fd 1, so the

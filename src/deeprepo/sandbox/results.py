@@ -16,9 +16,9 @@ ERRORS = ("syntax", "exception", "timeout", "killed", "crashed")
 _SCAFFOLD = ("llm_query", "llm_batch", "add_finding", "set_answer", "file_audit_prompt")
 RESTORABLE = (*_SCAFFOLD, "codebase", "file_tree", "metadata", "answer")
 _FINDING_KEYS = ("file", "line", "end_line", "kind", "severity", "title", "detail", "fix", "cwe")
-MAX_FINDINGS_PER_CELL = (
-    1000  # a result (forged or not) carries no more; the episode bounds turns and runs
-)
+# A result (forged or not) carries no more: the child sends at most as many (its own cap,
+# which keeps a message under protocol.MAX_CONTAINERS); what either cuts is counted.
+MAX_FINDINGS_PER_CELL = 2000
 _FIELD_CHARS = {
     "file": 1000,
     "kind": 200,
@@ -46,6 +46,7 @@ class ExecResult:
     llm_calls: int  # sub-LLM prompts requested during this cell
     seconds: float
     calls: tuple[LlmCall, ...] = ()  # the cell's llm_query / llm_batch calls, in order
+    findings_cut: int = 0  # add_finding calls of this cell dropped by a cap (child or parent)
 
 
 def as_list(value: object) -> list[Any]:

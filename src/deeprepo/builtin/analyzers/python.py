@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import re
 import sys
 import tempfile
@@ -35,7 +36,7 @@ from deeprepo.builtin.analyzers.findings import (
 )
 from deeprepo.builtin.analyzers.secrets import looks_like_secret, names_a_non_secret
 
-__all__ = ["PYTHON_SUFFIXES", "is_python", "run_bandit", "weak_hash_upgrade"]
+__all__ = ["PYTHON_SUFFIXES", "is_python", "python_parser", "run_bandit", "weak_hash_upgrade"]
 
 PYTHON_SUFFIXES = (".py", ".pyw", ".pyi")
 _CONFIDENCE_RANK = {"undefined": 0, "low": 1, "medium": 2, "high": 3}
@@ -257,6 +258,12 @@ def weak_hash_upgrade(finding: WorkerFinding, lines: list[str]) -> WorkerFinding
         fix=ctx["fix"],
         tool=finding.tool,
     )
+
+
+def python_parser() -> str:
+    """The interpreter whose grammar bandit parses with (deeprepo's own): a file written for a
+    newer Python does not parse under it and is named as not analysed."""
+    return f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})"
 
 
 def is_python(path: str, text: str) -> bool:

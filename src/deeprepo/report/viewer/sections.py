@@ -156,12 +156,24 @@ def summary_section(view: RunView, cuts: Cuts) -> list[str]:
     return out
 
 
+def _nothing_spent(view: RunView) -> str:
+    """Why the cost is $0: the built-in models only where the run was offline; a run with a
+    provider's model that spent nothing (its calls failed, or came from the cache) says so."""
+    offline = (view.metrics or {}).get("offline", (view.start or {}).get("offline"))
+    if offline is True:
+        return " Nothing was spent: built-in models and cached replies cost $0."
+    return (
+        " Nothing was spent: no call was billed (a call that fails before a reply, and a "
+        "cached reply, cost $0)."
+    )
+
+
 def chart_section(view: RunView) -> list[str]:
     series = cost_series(view)
     unknown = (
         f" {series.unknown_calls:,} call(s) with an unknown price are not in the lines."
         if series.unknown_calls
-        else " Nothing was spent: built-in models and cached replies cost $0."
+        else _nothing_spent(view)
         if not series.final.get("total")
         else ""
     )
