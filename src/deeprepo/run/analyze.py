@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.chat import ChatModel, UsageRowDict
+from deeprepo.base.finding import Baseline
 from deeprepo.base.prompts import FILE_HEADER_RE
 from deeprepo.base.records import Turn
 from deeprepo.base.textsafe import escape_name
@@ -22,6 +24,9 @@ from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
+from deeprepo.codebase.pathfilter import PathFilter, narrow
+from deeprepo.findings.baseline import load_baseline, run_fingerprints
+from deeprepo.findings.suppress import SuppressionPolicy
 from deeprepo.orchestrator.audit import audit_set, parse_scopes
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.providers.cache import ResponseCache
@@ -45,6 +50,7 @@ from deeprepo.run.options import (
     validate,
 )
 from deeprepo.run.resume import SavedRun, load_run, options_from_record
+from deeprepo.run.setaside import set_aside_findings
 from deeprepo.run.wiring import CallSettings, Wiring, cache_for, wire
 from deeprepo.runlog.recorder import RunRecorder
 from deeprepo.sandbox.isolation import mode_for_root
@@ -113,6 +119,7 @@ class _Plan:
     fingerprint: str
     out_dir: Path
     audit_scopes: frozenset[str]
+    baseline: Baseline | None
 
     @property
     def offline(self) -> bool:
@@ -130,13 +137,30 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
         respect_gitignore=options.gitignore,
         exclude=own_outputs(options.out_dir),
     )
+    codebase = narrow(codebase, PathFilter(tuple(options.include), tuple(options.exclude)))
     fingerprint = codebase_fingerprint(codebase)
     if saved is not None:
         saved.check_codebase(fingerprint)
     out_dir = options.out_dir or default_out_dir(codebase.metadata.root)
     make_out_dir(out_dir)
     scopes = parse_scopes(options.include_scopes, options.exclude_scopes)
-    return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes)
+    baseline = load_baseline(Path(options.baseline)) if options.baseline is not None else None
+    return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes, baseline)
+
+
+async def _since(options: AnalyzeOptions) -> Baseline | None:
+    """``--since REV``: REV analysed with the same options (into a folder that is then
+    removed, not logged), its findings as the baseline."""
+    if options.since is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="deeprepo-since-") as tmp:
+        earlier = replace(
+            options, rev=options.since, since=None, baseline=None, out_dir=Path(tmp) / "run",
+            run_log=False,
+        )  # fmt: skip
+        handle = await analyze(earlier)
+    prints = run_fingerprints(handle.result, handle.codebase.files)
+    return Baseline(f"git revision {options.since}", prints)
 
 
 def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, ResponseCache | None]:
@@ -180,6 +204,7 @@ async def _analyze(
 ) -> RunHandle:
     plan = _plan(options, saved)
     options = plan.options  # with the limits the run goes by (a paid run's default cap)
+    baseline = plan.baseline or await _since(options)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
@@ -239,6 +264,9 @@ async def _analyze(
         finally:
             await wiring.aclose()
         result.notes.extend(_run_notes(sandbox_note, call_log, sub_model))
+        result.notes.extend(options.config_notes)
+        policy = SuppressionPolicy(options.inline_suppressions, options.honour_nosec)
+        result = set_aside_findings(result, plan.codebase.files, policy, baseline)
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,
