@@ -15,6 +15,7 @@ from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.base.records import RunResult
 from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.pathfilter import PathFilter
+from deeprepo.findings.baseline import load_baseline
 from deeprepo.orchestrator.audit import parse_scopes
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.prices import PriceTable
@@ -130,7 +131,8 @@ def validate(options: AnalyzeOptions) -> None:
     PathFilter(tuple(options.include), tuple(options.exclude)).check()
     if options.baseline is not None and options.since is not None:
         raise UsageError("--baseline and --since both name a baseline; give one")
-    check_file("--baseline", None if options.baseline is None else Path(options.baseline))
+    if options.baseline is not None:
+        load_baseline(Path(options.baseline))  # a file that is no baseline fails here
 
 
 def _calls_out(spec: ModelSpec) -> bool:
