@@ -282,3 +282,51 @@ def test_the_pre_commit_hook_blocks_a_commit_that_adds_a_high_finding(tmp_path: 
         ["git", "log", "--format=%s"], cwd=project, env=env, capture_output=True, text=True
     )
     assert head.stdout.splitlines() == ["change"]  # only the safe commit was made
+
+
+def test_the_github_action_analyses_writes_sarif_and_reports_the_exit_code(
+    repo: Path, tmp_path: Path
+) -> None:
+    # The composite action's own analyse step, run as a runner would run it.
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    steps = {step.get("name"): step for step in action["runs"]["steps"]}
+    assert steps["Upload SARIF"]["uses"].startswith("github/codeql-action/upload-sarif@")
+    assert "always()" in steps["Upload SARIF"]["if"]
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "deeprepo").write_text(f'#!/bin/sh\nexec {sys.executable} -m deeprepo "$@"\n')
+    (shim / "deeprepo").chmod(0o755)
+    outputs = tmp_path / "github-output"
+    env = {
+        **os.environ,
+        **ENV,
+        "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT / "src"),
+        "XDG_CONFIG_HOME": str(tmp_path / "no-user-config"),
+        "GITHUB_OUTPUT": str(outputs),
+        "RUNNER_TEMP": str(tmp_path),
+        "TARGET": ".",
+        "FAIL_ON": "high",
+        "SINCE": "",
+        "BASELINE": "",
+        "SARIF": "results.sarif",
+    }
+    proc = subprocess.run(
+        ["bash", "-e", "-c", steps["Analyse"]["run"]],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr  # the step records the code; the gate step fails
+    assert outputs.read_text().strip() == f"exit-code={exits.FINDINGS}"
+    sarif = _json(repo / "results.sarif")
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["results"]
+    gate = subprocess.run(
+        ["bash", "-e", "-c", steps["Gate"]["run"]],
+        env={**env, "CODE": str(exits.FINDINGS)},
+        capture_output=True,
+        text=True,
+    )
+    assert gate.returncode == exits.FINDINGS
