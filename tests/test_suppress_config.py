@@ -236,3 +236,20 @@ def test_a_misspelt_model_gets_a_did_you_mean() -> None:
     assert did_you_mean("zzz/qqq") == ""
     with pytest.raises(Exception, match="did you mean 'anthropic/claude-sonnet-4-5'"):
         parse_model_spec("antropic/claude-sonnet-4-5")
+
+
+def test_a_provider_404_suggests_the_nearest_known_model() -> None:
+    from deeprepo.providers.openai_compat import translate_sdk_error
+
+    class NotFoundError(Exception):
+        status_code = 404
+
+    hosted = translate_sdk_error(
+        NotFoundError("nope"), parse_model_spec("anthropic/claude-sonet-4-5")
+    )
+    assert "did you mean 'anthropic/claude-sonnet-4-5'?" in str(hosted)
+    # a server of one's own serves its own names: no suggestion from the price table
+    local = translate_sdk_error(
+        NotFoundError("nope"), parse_model_spec("openai/gpt-4o-mimi", "http://127.0.0.1:1/v1")
+    )
+    assert "did you mean" not in str(local)
