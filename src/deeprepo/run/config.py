@@ -86,6 +86,9 @@ REPO_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "exclude": ("exclude", _strings),
     "include-scopes": ("include_scope", _strings),
     "exclude-scopes": ("exclude_scope", _strings),
+    # the command line's spelling (--include-scope, repeated) works too
+    "include-scope": ("include_scope", _strings),
+    "exclude-scope": ("exclude_scope", _strings),
     "fail-on": ("fail_on", _threshold),
     "honour-nosec": ("honour_nosec", _BOOL),
     "inline-suppressions": ("inline_suppressions", _BOOL),
