@@ -18,6 +18,7 @@ import pytest
 import yaml
 from clihelp import ROOT, run_cli
 
+from deeprepo.builtin.analyzers.semgrep import semgrep_available
 from deeprepo.cli import exits
 from deeprepo.testing.loopback import LoopbackServer
 
@@ -330,3 +331,29 @@ def test_the_github_action_analyses_writes_sarif_and_reports_the_exit_code(
         text=True,
     )
     assert gate.returncode == exits.FINDINGS
+
+
+JS_NOSEMGREP = (
+    "const express = require('express');\n"
+    "const { exec } = require('child_process');\n"
+    "const app = express();\n"
+    "app.get('/x', (req, res) => {\n"
+    "  exec(req.query.cmd); // nosemgrep\n"
+    "  res.send('ok');\n"
+    "});\n"
+)
+
+
+@pytest.mark.skipif(not semgrep_available(), reason="semgrep is not installed")
+def test_a_nosemgrep_comment_hides_nothing_unless_honoured(tmp_path: Path) -> None:
+    # semgrep itself honours `nosemgrep` unless told not to: the analyzer tells it not to
+    root = tmp_path / "js"
+    root.mkdir()
+    (root / "app.js").write_text(JS_NOSEMGREP)
+    plain = _analyze(root, tmp_path / "a", "--fail-on", "high")
+    assert plain.returncode == exits.FINDINGS and "app.js:5" in plain.stdout
+    out = tmp_path / "b"
+    honoured = _analyze(root, out, "--fail-on", "high", "--honour-nosec")
+    assert honoured.returncode == exits.OK, honoured.stdout
+    [aside] = _json(out / "metrics.json")["set_aside"]
+    assert (aside["file"], aside["start_line"], aside["by"]) == ("app.js", 5, "// nosemgrep")
