@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from clihelp import ROOT, run_cli
@@ -86,6 +87,14 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def _valid_sarif(path: Path) -> Any:
+    """The SARIF log at ``path``, checked against the OASIS 2.1.0 schema."""
+    log = _json(path)
+    schema = _json(Path(__file__).parent / "data" / "sarif-schema-2.1.0.json")
+    jsonschema.Draft4Validator(schema, format_checker=jsonschema.FormatChecker()).validate(log)
+    return log
+
+
 def test_a_planted_high_finding_fails_the_gate(repo: Path, tmp_path: Path) -> None:
     proc = _analyze(repo, tmp_path / "run", "--fail-on", "high")
     assert proc.returncode == exits.FINDINGS, proc.stderr
@@ -111,7 +120,7 @@ def test_an_ignore_comment_passes_the_gate_and_is_counted(repo: Path, tmp_path: 
     assert all(f["start_line"] != PLANTED_LINE for f in _json(out / "findings.json"))
     [result] = [
         r
-        for r in _json(out / "findings.sarif")["runs"][0]["results"]
+        for r in _valid_sarif(out / "findings.sarif")["runs"][0]["results"]
         if r["locations"][0]["physicalLocation"]["region"]["startLine"] == PLANTED_LINE
     ]
     assert result["suppressions"] == [
@@ -137,7 +146,7 @@ def test_since_reports_only_what_the_last_commit_added(repo: Path, tmp_path: Pat
     assert "1 already in the baseline (git revision HEAD~1)" in proc.stdout
     states = {
         r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]: r["baselineState"]
-        for r in _json(out / "findings.sarif")["runs"][0]["results"]
+        for r in _valid_sarif(out / "findings.sarif")["runs"][0]["results"]
     }
     assert states == {"app.py": "new", "old.py": "unchanged"}
     # the SARIF file of that run is a baseline too: nothing is new against it
