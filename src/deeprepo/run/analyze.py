@@ -148,7 +148,7 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
     return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes, baseline)
 
 
-async def _since(options: AnalyzeOptions) -> Baseline | None:
+async def _since(options: AnalyzeOptions, on_event: EventSink | None) -> Baseline | None:
     """``--since REV``: REV analysed with the same options (into a folder that is then
     removed, not logged), its findings as the baseline."""
     if options.since is None:
@@ -160,6 +160,8 @@ async def _since(options: AnalyzeOptions) -> Baseline | None:
         )  # fmt: skip
         handle = await analyze(earlier)
     prints = run_fingerprints(handle.result, handle.codebase.files)
+    if on_event is not None:
+        on_event("since", {"rev": options.since, "findings": len(prints)})
     return Baseline(f"git revision {options.since}", prints)
 
 
@@ -204,7 +206,7 @@ async def _analyze(
 ) -> RunHandle:
     plan = _plan(options, saved)
     options = plan.options  # with the limits the run goes by (a paid run's default cap)
-    baseline = plan.baseline or await _since(options)
+    baseline = plan.baseline or await _since(options, on_event)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
