@@ -56,6 +56,8 @@ def _private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DEEPREPO_HOME", _home(tmp_path_factory.mktemp("deeprepo-home-session")))
         mp.delenv("DEEPREPO_NO_LOG", raising=False)
+        # The developer's own config.toml (models, budgets) must not change what a test runs.
+        mp.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("user-config")))
         yield
 
 

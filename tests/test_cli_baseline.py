@@ -1,4 +1,4 @@
-"""``deeprepo baseline``: one call with as much of the codebase as fits, same outputs."""
+"""``deeprepo single-call`` (formerly ``baseline``): one call with as much of the codebase as fits, same outputs."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_baseline_cli_against_loopback(loopback: LoopbackServer, tmp_path: Path)
     prices.write_text(json.dumps({"models": {"openai/test-big": {"input": 2.0, "output": 8.0}}}))
     out = tmp_path / "run"
     proc = run_cli(
-        "baseline",
+        "single-call",
         str(EXAMPLE),
         "--model",
         "openai/test-big",
@@ -83,7 +83,7 @@ def test_baseline_left_out_files_are_named(loopback: LoopbackServer, tmp_path: P
     loopback.enqueue_openai(REPLY, usage=Usage(input_tokens=100, output_tokens=10))
     out = tmp_path / "run"
     proc = run_cli(
-        "baseline", str(EXAMPLE), "--model", "openai/test-small", "--base-url", loopback.openai_base_url,
+        "single-call", str(EXAMPLE), "--model", "openai/test-small", "--base-url", loopback.openai_base_url,
         "--context-tokens", "9000", "--out", str(out),
     )  # fmt: skip
     assert proc.returncode == 3, proc.stderr  # files left out were not audited: incomplete
@@ -104,7 +104,7 @@ def test_baseline_rerun_into_the_same_out_keeps_the_old_files(
     for _ in range(2):
         loopback.enqueue_openai(REPLY, usage=Usage(input_tokens=100, output_tokens=10))
         proc = run_cli(
-            "baseline", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
+            "single-call", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
             "--out", str(out), "--no-cache",
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr

@@ -64,10 +64,16 @@ def test_findings_json_shape(offline_run: Path) -> None:
     assert isinstance(findings, list) and findings
     keys = {"file", "start_line", "end_line", "kind", "cwe", "severity", "title", "detail", "fix"}
     for f in findings:
-        assert set(f) == keys | {"scope"}
+        assert set(f) == keys | {"scope", "fingerprint"}
         assert f["scope"] == "source"
         assert f["cwe"] is None or f["cwe"].startswith("CWE-")
         assert f["end_line"] >= f["start_line"] >= 1
+    # one fingerprint: findings.json's are findings.sarif's (what --baseline matches)
+    sarif = json.loads((offline_run / "findings.sarif").read_text())
+    in_sarif = {
+        r["partialFingerprints"]["deeprepoFindingHash/v1"] for r in sarif["runs"][0]["results"]
+    }
+    assert {f["fingerprint"] for f in findings} == in_sarif
 
 
 def test_metrics_and_report(offline_run: Path) -> None:

@@ -36,11 +36,11 @@ ACCEPTED = {
         (cmd, opt, v)
         for cmd, opt in (
             ("analyze", "--out"),
-            ("baseline", "--out"),
+            ("single-call", "--out"),
             ("eval", "--out"),
             ("eval", "--cache-dir"),
             ("analyze", "--cache-dir"),
-            ("baseline", "--cache-dir"),
+            ("single-call", "--cache-dir"),
             ("tasks generate", "OUT_DIR"),
             ("bench", "--out"),
         )
@@ -48,10 +48,11 @@ ACCEPTED = {
     ),
     # An empty folder is a repository path; the loader refuses it (tests/test_cli_offline.py).
     ("analyze", "PATH", "{dir}"),
-    ("baseline", "PATH", "{dir}"),
+    ("single-call", "PATH", "{dir}"),
     # Free-form text checked where it is used (a revision exists or not in the repository).
     *(("analyze", "--rev", v) for v in BAD_VALUES),
-    *(("baseline", "--rev", v) for v in BAD_VALUES),
+    *(("analyze", "--since", v) for v in BAD_VALUES),
+    *(("single-call", "--rev", v) for v in BAD_VALUES),
     ("compare", "--labels", "abc"),  # one label for one file... with two files: refused below
     # Thresholds that keep the base invocation's one rollout (reward 0.5, one finding).
     ("export sft", "--min-findings", "0"),
@@ -84,6 +85,8 @@ class Ran(Exception):
 
 def _commands(group: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     for name, cmd in group.commands.items():
+        if getattr(cmd, "hidden", False):  # a deprecated alias: its command is swept
+            continue
         full = f"{prefix}{name}"
         if hasattr(cmd, "commands"):
             yield from _commands(cmd, full + " ")
@@ -159,7 +162,7 @@ def _base(command: str, fx: dict[str, Path]) -> tuple[list[str], list[str]]:
     """A valid invocation of ``command``: (positional arguments, options)."""
     return {
         "analyze": ([str(EXAMPLE)], ["--out", str(fx["out"])]),
-        "baseline": ([str(EXAMPLE)], ["--model", "openai/x", "--out", str(fx["out"])]),
+        "single-call": ([str(EXAMPLE)], ["--model", "openai/x", "--out", str(fx["out"])]),
         "score": ([str(fx["findings"]), str(EXAMPLE_TRUTH)], []),
         "compare": ([str(fx["res_a"]), str(fx["res_b"])], []),
         "eval": ([], ["--generate", "small:seed=1", "--out", str(fx["out"])]),
@@ -221,7 +224,14 @@ CASES = list(_cases())
 
 def test_the_sweep_sees_every_command() -> None:
     commands = {c for c, _, _ in CASES}
-    assert commands >= {"analyze", "baseline", "score", "compare", "eval", "tasks generate"}
+    assert commands >= {
+        "analyze",
+        "single-call",
+        "score",
+        "compare",
+        "eval",
+        "tasks generate",
+    }
     assert len(CASES) > 50
 
 

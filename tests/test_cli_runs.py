@@ -201,7 +201,7 @@ def test_a_model_run_logs_every_call_and_adds_up_to_its_ledger(
     assert f"${metrics['total_cost_usd']:.4f}" in shown.stdout
 
 
-def test_a_baseline_run_is_logged(server: LoopbackServer, tmp_path: Path) -> None:
+def test_a_single_call_run_is_logged(server: LoopbackServer, tmp_path: Path) -> None:
     server.enqueue_openai(
         "# Review\n\nNothing found.", usage=Usage(input_tokens=4000, output_tokens=500)
     )
@@ -209,7 +209,7 @@ def test_a_baseline_run_is_logged(server: LoopbackServer, tmp_path: Path) -> Non
     prices.write_text(json.dumps({"models": {"openai/test-big": {"input": 2.0, "output": 8.0}}}))
     home, out = tmp_path / "home", tmp_path / "run"
     proc = cli(
-        home, "baseline", str(EXAMPLE), "--model", "openai/test-big",
+        home, "single-call", str(EXAMPLE), "--model", "openai/test-big",
         "--base-url", server.openai_base_url, "--context-tokens", "20000",
         "--prices", str(prices), "--out", str(out),
     )  # fmt: skip
@@ -220,7 +220,7 @@ def test_a_baseline_run_is_logged(server: LoopbackServer, tmp_path: Path) -> Non
     assert data["run"]["cost_usd"] == pytest.approx((4000 * 2.0 + 500 * 8.0) / 1e6)
     assert len(data["turns"]) == 1 and len(data["calls"]) == 1
     assert (data["calls"][0]["input_tokens"], data["calls"][0]["output_tokens"]) == (4000, 500)
-    assert cli(home, "baseline", str(EXAMPLE), "--model", "openai/test-big", "--base-url",
+    assert cli(home, "single-call", str(EXAMPLE), "--model", "openai/test-big", "--base-url",
                server.openai_base_url, "--out", str(tmp_path / "r2"), "--no-log").returncode == 0  # fmt: skip
     assert len(runs_json(home)) == 1
 

@@ -230,7 +230,7 @@ def test_baseline_writes_valid_sarif(loopback: LoopbackServer, tmp_path: Path) -
     loopback.add_rule("", Reply(reply), route="openai")
     out = tmp_path / "base"
     proc = run_cli(
-        "baseline", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
+        "single-call", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
         "--out", str(out), "--no-cache",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -255,7 +255,7 @@ def test_failed_baseline_reads_nothing_and_says_so(
     loopback.add_rule("", Reply(status=400, error_message="bad request"), route="openai")
     out = tmp_path / "base"
     proc = run_cli(
-        "baseline", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
+        "single-call", str(EXAMPLE), "--model", "openai/t", "--base-url", loopback.openai_base_url,
         "--out", str(out), "--no-cache",
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr

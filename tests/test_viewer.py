@@ -180,7 +180,7 @@ def test_analyze_writes_the_page_and_a_rerun_sets_the_old_one_aside(tmp_path: Pa
     assert page.count("tr", "finding") == metrics["findings"]
     assert "complete" in page.all_text and "scripted/expert" in page.all_text
     assert injected(page) == []
-    proc = run_cli("baseline", str(EXAMPLE), "--model", "scripted/expert", "--out", str(out))
+    proc = run_cli("single-call", str(EXAMPLE), "--model", "scripted/expert", "--out", str(out))
     assert (out / "trajectory.prev.html").is_file()
     baseline = parse((out / "trajectory.html").read_text(encoding="utf-8"))
     assert baseline.count("details", "turn") == 1 and "baseline" in baseline.all_text

@@ -68,6 +68,41 @@ class Finding:
         return (self.file, self.start_line, self.cwe or self.kind)
 
 
+#: Why a finding was set aside: a comment in the source (``inSource`` in SARIF), or an earlier
+#: run's findings given as the baseline (``external``).
+SET_ASIDE_WHY = ("suppressed", "baselined")
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A finding kept out of the result and the ``--fail-on`` gate, yet still counted and
+    listed: suppressed by a comment on its line, or already in the baseline."""
+
+    finding: Finding
+    why: str  # one of SET_ASIDE_WHY
+    #: What said so: the comment (``# deeprepo: ignore[CWE-78] reviewed``) or the baseline.
+    source: str
+    #: The reason the comment gives, if any (``reviewed``).
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.finding.to_dict(),
+            "set_aside": self.why,
+            "by": self.source,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The findings a run is compared with (``--baseline FILE``, ``--since REV``): a finding
+    whose fingerprint is among them is not new, and is set aside as ``baselined``."""
+
+    source: str  # what the reader is told: the file, or ``git revision HEAD~1``
+    fingerprints: frozenset[str]
+
+
 def normalize_cwe(value: object) -> str | None:
     """``89``, ``"cwe-89"``, ``"CWE 89"`` → ``"CWE-89"``; anything else → ``None``."""
     if value is None or isinstance(value, bool):

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from deeprepo.base.chat import UsageRowDict
-from deeprepo.base.finding import Finding
+from deeprepo.base.finding import Baseline, Finding, SetAside
 
 #: The one-word label of how a root worked (rules in ``orchestrator/behaviour.py``).
 Label = Literal["no-delegation", "self-analysis", "mixed", "batch-delegation", "over-exploration"]
@@ -177,6 +177,10 @@ class RunResult:
     not_analysed: list[NotAnalysed] = field(default_factory=list)
     findings_cut: int = 0  # findings recorded but dropped by a cap (a cell, a turn, the run)
     python_parser: str = ""  # the interpreter whose grammar the Python analyzers parsed with
+    #: Findings suppressed in the source or already in the baseline: out of ``findings`` and
+    #: the gate, still counted in every output (``run/setaside.py``).
+    set_aside: list[SetAside] = field(default_factory=list)
+    baseline: Baseline | None = None  # what the findings were compared with, if anything
 
     @property
     def num_turns(self) -> int:

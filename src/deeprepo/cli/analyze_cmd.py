@@ -1,4 +1,4 @@
-"""``deeprepo analyze`` and ``deeprepo baseline``."""
+"""``deeprepo analyze``."""
 
 from __future__ import annotations
 
@@ -17,13 +17,10 @@ from deeprepo.cli.progress import RunProgress
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
 from deeprepo.run.analyze import AnalyzeOptions, RunHandle, analyze, validate
+from deeprepo.run.config import load_repo_config, load_user_config, settle
 from deeprepo.run.wiring import RunLimits
 
 err = output.stderr
-
-Path_ = Annotated[
-    str, typer.Argument(help="Repository directory (or a local git repository with --rev).")
-]
 
 
 def resume_command(out_dir: Path) -> str:
@@ -42,6 +39,10 @@ def finish(handle: RunHandle, view: ResultView | None = None) -> None:
     output.finish(handle, view or ResultView(), resume_command(handle.out_dir))
 
 
+Path_ = Annotated[
+    str, typer.Argument(help="Repository directory (or a local git repository with --rev).")
+]
+
 # CLI parameter -> AnalyzeOptions field, where the names differ.
 _OPTION_FIELD = {
     "timeout": "timeout_s",
@@ -54,6 +55,8 @@ _OPTION_FIELD = {
 }
 # How the result is shown, not what the run is: never recorded, never a --resume override.
 _VIEW_PARAMS = ("fmt", "output_file", "fail_on", "quiet", "verbose")
+# Only a new run reads them: a resumed run keeps what it set aside the first time.
+_NEW_RUN_PARAMS = ("honour_nosec", "inline_suppressions", "baseline", "since")
 
 
 def _given(ctx: typer.Context, values: dict[str, Any]) -> dict[str, Any]:
@@ -203,20 +206,57 @@ def analyze_command(
         bool,
         typer.Option("-v", "--verbose", help="Every finding in the table, and the loader's notes."),
     ] = False,
+    honour_nosec: Annotated[
+        bool,
+        typer.Option(
+            "--honour-nosec/--no-honour-nosec",
+            help="Let bandit's # nosec and semgrep's # nosemgrep suppress findings on their "
+            "line (counted as suppressed). # deeprepo: ignore[RULE] reason always does.",
+        ),
+    ] = False,
+    inline_suppressions: Annotated[
+        bool,
+        typer.Option(
+            "--inline-suppressions/--no-inline-suppressions",
+            help="Let # deeprepo: ignore[RULE] comments suppress findings (counted apart).",
+        ),
+    ] = True,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="Report only findings not in this earlier run's findings.sarif or "
+            "findings.json (matched by fingerprint); the others are counted as baselined."
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="Report only findings not found at this git revision of PATH (analysed "
+            "first with the same options), e.g. HEAD~1 or origin/main."
+        ),
+    ] = None,
 ) -> None:
     """Analyse a repository and write report.md, findings.json, findings.sarif,
     metrics.json and trajectory.jsonl.
 
     The default is the offline engine, whatever API keys the environment holds; --root or
     --sub chooses a model-driven run, capped at $2.00 unless --max-cost says otherwise.
+    Settings also come from the user's config.toml and, for the shape of the audit only, the
+    repository's [tool.deeprepo] or .deeprepo.toml; the command line wins.
     """
+    if resume is None and path is not None:
+        return _analyze_configured(ctx, path)
     view = ResultView(fmt.value, output_file, quiet, verbose, fail_on.value if fail_on else None)
     view.check()
     if resume is not None:
         from deeprepo.run.analyze import resume as resume_run
         from deeprepo.run.resume import load_run, options_from_record
 
-        values = {k: v for k, v in ctx.params.items() if k not in (*_VIEW_PARAMS, "resume")}
+        values = {
+            k: v
+            for k, v in ctx.params.items()
+            if k not in (*_VIEW_PARAMS, *_NEW_RUN_PARAMS, "resume")
+        }
         overrides = _given(ctx, values)
         if path is not None:
             overrides["path"] = path
@@ -231,38 +271,74 @@ def analyze_command(
             )
         finish(handle, view)
         return
-    if path is None:
-        raise UsageError("give the repository to analyse (PATH), or --resume RUN_DIR")
+    raise UsageError("give the repository to analyse (PATH), or --resume RUN_DIR")
+
+
+def _settled(ctx: typer.Context, path: str) -> tuple[dict[str, Any], list[str]]:
+    """The parameters with the configuration files applied (the command line wins, then the
+    user's file, then the repository's), and what the files refused or did not know."""
+    given = {
+        name
+        for name in ctx.params
+        if getattr(ctx.get_parameter_source(name), "name", None) in ("COMMANDLINE", "ENVIRONMENT")
+    }
+    user, repo = load_user_config(), load_repo_config(Path(path))
+    defaults = {**ctx.params, "include": [], "exclude": []}
+    return settle(given, defaults, user, repo), [*user.messages, *repo.messages]
+
+
+def _analyze_configured(ctx: typer.Context, path: str) -> None:
+    """A new run: options from the command line and the configuration files."""
+    p, messages = _settled(ctx, path)
+    for message in messages:  # never hidden by -q: a refused key is a reason to look
+        err.print(f"warning: {console(message)}", highlight=False, soft_wrap=True)
+    fail_on = p["fail_on"]
+    view = ResultView(
+        Format(p["fmt"]).value,
+        p["output_file"],
+        p["quiet"],
+        p["verbose"],
+        None if fail_on is None else Threshold(fail_on).value,
+    )
+    view.check()
     options = AnalyzeOptions(
         path=path,
-        rev=rev,
-        root=root,
-        sub=sub,
-        root_base_url=root_base_url,
-        sub_base_url=sub_base_url,
+        rev=p["rev"],
+        root=p["root"],
+        sub=p["sub"],
+        root_base_url=p["root_base_url"],
+        sub_base_url=p["sub_base_url"],
         limits=RunLimits(
-            max_cost=max_cost,
-            max_turns=max_turns,
-            max_sub_calls=max_sub_calls,
-            timeout_s=timeout,
-            sub_concurrency=sub_concurrency,
-            cell_timeout_s=cell_timeout,
-            output_limit=output_limit,
+            max_cost=p["max_cost"],
+            max_turns=p["max_turns"],
+            max_sub_calls=p["max_sub_calls"],
+            timeout_s=p["timeout"],
+            sub_concurrency=p["sub_concurrency"],
+            cell_timeout_s=p["cell_timeout"],
+            output_limit=p["output_limit"],
         ),
-        cache=cache,
-        cache_dir=cache_dir,
-        prompt=prompt,
-        out_dir=out_dir,
-        max_file_bytes=max_file_size,
-        sandbox=sandbox,
-        prices_file=prices,
-        include_scopes=tuple(include_scope or ()),
-        exclude_scopes=tuple(exclude_scope or ()),
-        run_log=log,
-        gitignore=gitignore,
+        cache=p["cache"],
+        cache_dir=p["cache_dir"],
+        prompt=p["prompt"],
+        out_dir=p["out_dir"],
+        max_file_bytes=p["max_file_size"],
+        sandbox=p["sandbox"],
+        prices_file=p["prices"],
+        include_scopes=tuple(p["include_scope"] or ()),
+        exclude_scopes=tuple(p["exclude_scope"] or ()),
+        run_log=p["log"],
+        gitignore=p["gitignore"],
+        include=tuple(p["include"]),
+        exclude=tuple(p["exclude"]),
+        inline_suppressions=p["inline_suppressions"],
+        honour_nosec=p["honour_nosec"],
+        baseline=p["baseline"],
+        since=p["since"],
+        config_notes=tuple(messages),
     )
     validate(options)
     announce(options, view)
+    out_dir = p["out_dir"]
     with progress_for(view, "analyze") as progress:
         handle = _run(analyze(options, on_event=progress), out_dir, progress)
     finish(handle, view)
@@ -286,55 +362,3 @@ def _run(coro: Any, out_dir: Path | None, progress: RunProgress | None = None) -
         err.print(f"interrupted{where}", highlight=False)
         raise typer.Exit(exits.INTERRUPTED) from None
     return handle
-
-
-def baseline_command(
-    path: Path_,
-    model: Annotated[
-        str, typer.Option(help="Model spec for the single call, e.g. anthropic/claude-sonnet-4-5.")
-    ],
-    base_url: Annotated[str | None, typer.Option(help="Point the model at another server.")] = None,
-    rev: Annotated[str | None, typer.Option(help="Analyse this git revision of PATH.")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Output directory.")] = None,
-    context_tokens: Annotated[
-        int | None,
-        typer.Option(
-            help="Token budget for the codebase (default: from the model's context window)."
-        ),
-    ] = None,
-    max_file_size: Annotated[
-        int, typer.Option(help="Skip files larger than this many bytes.")
-    ] = 1_000_000,
-    cache: Annotated[
-        bool, typer.Option("--cache/--no-cache", help="Reuse cached model responses.")
-    ] = True,
-    cache_dir: Annotated[Path | None, typer.Option(help="Response cache directory.")] = None,
-    prices: Annotated[Path | None, typer.Option(help="JSON price override file.")] = None,
-    log: Annotated[
-        bool,
-        typer.Option(
-            "--log/--no-log",
-            help="Record the run in the run log (`deeprepo runs`); DEEPREPO_NO_LOG=1 also turns it off.",
-        ),
-    ] = True,
-) -> None:
-    """One call with as much of the codebase as fits the model's context; same outputs and accounting."""
-    from deeprepo.run.baseline import BaselineOptions, run_baseline
-    from deeprepo.run.baseline import validate as validate_baseline
-
-    options = BaselineOptions(
-        path=path,
-        model=model,
-        base_url=base_url,
-        rev=rev,
-        out_dir=out_dir,
-        context_tokens=context_tokens,
-        max_file_bytes=max_file_size,
-        cache=cache,
-        cache_dir=cache_dir,
-        prices_file=prices,
-        run_log=log,
-    )
-    validate_baseline(options)
-    handle = _run(run_baseline(options), out_dir)
-    finish(handle)

@@ -58,7 +58,11 @@ def _register() -> None:
     from deeprepo.cli import analyze_cmd
 
     app.command("analyze", epilog=exits.EXIT_CODES_HELP)(analyze_cmd.analyze_command)
-    app.command("baseline")(analyze_cmd.baseline_command)
+    from deeprepo.cli import single_call_cmd
+
+    app.command("single-call")(single_call_cmd.single_call_command)
+    # The old name, for one release: says so on stderr, then runs single-call.
+    app.command("baseline", hidden=True)(single_call_cmd.baseline_alias)
     for module, attr, name in (
         ("deeprepo.cli.score_cmd", "score_command", "score"),
         ("deeprepo.cli.compare_cmd", "compare_command", "compare"),

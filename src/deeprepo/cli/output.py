@@ -28,6 +28,7 @@ from deeprepo.cli import exits
 from deeprepo.cli.progress import RunProgress
 from deeprepo.findings.gate import at_or_above
 from deeprepo.report.outputs import coverage_line, split_by_scope
+from deeprepo.report.setaside import set_aside_line
 from deeprepo.report.text import console, visible
 from deeprepo.run.options import (
     AnalyzeOptions,
@@ -168,6 +169,9 @@ def render_summary(
             f"Other scopes (kept apart, not counted above): {counts}; listed in report.md",
             highlight=False,
         )
+    aside = set_aside_line(r)
+    if aside is not None:
+        out.print(f"{aside}; listed in report.md", highlight=False)
     if r.unaudited:
         shown = ", ".join(console(p) for p in r.unaudited[:5])
         more = f" and {len(r.unaudited) - 5} more" if len(r.unaudited) > 5 else ""

@@ -143,6 +143,14 @@ class RunProgress(Closing):
         elif kind == "turn_end":
             self.findings, self.sub_calls = data["findings"], data["sub_calls"]
             plain_line = True
+        elif kind == "since":  # --since REV was analysed first
+            self.console.print(
+                f"since {data['rev']}: {data['findings']:,} finding(s) there; "
+                "those found again are set aside as baselined",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
         if self._status is not None:
             self._status.update(self._text())
         elif plain_line:

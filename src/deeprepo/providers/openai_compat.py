@@ -127,7 +127,10 @@ def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
         if status in (401, 403):
             hint = f"; check {KEY_ENV.get(spec.provider, 'the API key')} and the model's access"
         elif status == 404:
-            hint = f"; check the model name {spec.model!r} and the base URL"
+            from deeprepo.providers.suggest import did_you_mean
+
+            near = did_you_mean(spec.name) if spec.base_url is None else ""
+            hint = f"; check the model name {spec.model!r} and the base URL{near}"
         elif code in _QUOTA_CODES:
             hint = "; the account is out of credit"
         detail = _error_detail(exc)

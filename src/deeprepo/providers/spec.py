@@ -99,7 +99,11 @@ def parse_model_spec(text: str, base_url: str | None = None) -> ModelSpec:
             raise ConfigError(f"{text!r} runs in this process; it takes no base URL")
         return ModelSpec(provider, path, None)
     if provider not in REMOTE_PROVIDERS and provider not in ("scripted", LOCAL_PROVIDER):
-        raise ConfigError(f"unknown model spec {text!r}; valid forms: {VALID_FORMS}")
+        from deeprepo.providers.suggest import did_you_mean
+
+        raise ConfigError(
+            f"unknown model spec {text!r}{did_you_mean(text)}; valid forms: {VALID_FORMS}"
+        )
     model = model.strip()
     if not model or model.endswith("/"):
         raise ConfigError(f"model spec {text!r} names no model; valid forms: {VALID_FORMS}")

@@ -21,6 +21,7 @@ from deeprepo.codebase.model import Codebase
 from deeprepo.codebase.scope import HEADLINE_SCOPES, SCOPES
 from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.report.sarif import outside_note, sarif_log
+from deeprepo.report.setaside import findings_json, set_aside_markdown, set_aside_metrics
 from deeprepo.report.text import md_block, md_code, md_text
 from deeprepo.report.viewer import write_viewer_quietly
 
@@ -101,6 +102,7 @@ def metrics(
         "findings_by_scope": {
             s: by_scope[s] for s in (*SCOPES, *sorted(set(by_scope) - set(SCOPES))) if s in by_scope
         },
+        **set_aside_metrics(result),
         "wall_seconds": round(result.wall_seconds, 3),
         "total_cost_usd": result.total_cost_usd,
         "sub_cost_share": sub_cost_share(result),
@@ -375,6 +377,7 @@ REPORT_SECTIONS: tuple[Section, ...] = (
     _header,
     _findings_section,
     _other_scopes_section,
+    lambda ctx: set_aside_markdown(ctx.result),
     _synthesis_section,
     _architecture_section,
     _summary_section,
@@ -390,7 +393,7 @@ def write_outputs(
     if note and note not in result.notes:
         # Into the result's notes, so report.md, metrics.json and the console all say it.
         result.notes.append(note)
-    findings = [f.to_dict() for f in sort_by_severity(result.findings)]
+    findings = findings_json(result, codebase.files)
     write_atomic(
         out_dir / "findings.json", json.dumps(findings, indent=2, ensure_ascii=False) + "\n"
     )

@@ -11,7 +11,6 @@ Text is JSON-encoded, never markdown-escaped: SARIF's ``text`` fields are plain 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -19,10 +18,18 @@ from importlib.metadata import PackageNotFoundError, metadata
 from typing import Any
 from urllib.parse import quote
 
-from deeprepo.base.finding import SEVERITIES, Finding, in_repository, sort_by_severity
+from deeprepo.base.finding import (
+    SEVERITIES,
+    Baseline,
+    Finding,
+    SetAside,
+    in_repository,
+    sort_by_severity,
+)
 from deeprepo.base.records import RunResult
 from deeprepo.base.textsafe import one_line
 from deeprepo.base.version import VERSION
+from deeprepo.findings.fingerprint import FINGERPRINT_KEY, fingerprints
 
 __all__ = [
     "FINGERPRINT_KEY",
@@ -56,44 +63,16 @@ def information_uri() -> str:
     return home[0] if home and home[0].startswith("http") else INFORMATION_URI
 
 
-#: Our own fingerprint's key; GitHub's upload action adds its ``primaryLocationLineHash``.
-FINGERPRINT_KEY = "deeprepoFindingHash/v1"
 LEVELS = {"critical": "error", "high": "error", "medium": "warning", "low": "note", "info": "note"}
 #: GitHub's ``security-severity`` scale: >= 9.0 critical, 7.0-8.9 high, 4.0-6.9 medium,
 #: 0.1-3.9 low; ``info`` findings get none (GitHub shows them without a security grade).
 SECURITY_SEVERITY = {"critical": "9.5", "high": "8.0", "medium": "5.5", "low": "3.0"}
 _CWE_NUMBER = re.compile(r"CWE-(\d+)")
-_SPACES = re.compile(r"\s+")
 
 
 def _cwe_number(cwe: str | None) -> str | None:
     m = _CWE_NUMBER.fullmatch(cwe or "")
     return m.group(1) if m else None
-
-
-def _line_text(files: Mapping[str, str], path: str, line: int) -> str | None:
-    text = files.get(path)
-    if text is None:
-        return None
-    lines = text.split("\n")
-    return _SPACES.sub(" ", lines[line - 1]).strip() if 1 <= line <= len(lines) else None
-
-
-def fingerprints(findings: Sequence[Finding], files: Mapping[str, str]) -> list[str]:
-    """One stable fingerprint per finding: SHA-256 of its kind, its file and the text of its
-    first line with runs of whitespace collapsed (so it survives lines moving, re-indenting
-    and a rerun that words the title differently), cut to 32 hex digits, then ``:n`` for the
-    n-th finding with the same hash in this run. A line the repository does not have (a
-    finding on a missing file or past the end) is hashed by its number instead."""
-    out: list[str] = []
-    seen: Counter[str] = Counter()
-    for f in findings:
-        text = _line_text(files, f.file, f.start_line)
-        anchor = f"text:{text}" if text is not None else f"line:{f.start_line}"
-        digest = hashlib.sha256("\0".join((f.kind, f.file, anchor)).encode()).hexdigest()[:32]
-        seen[digest] += 1
-        out.append(f"{digest}:{seen[digest]}")
-    return out
 
 
 def _rule(kind: str, group: Sequence[Finding]) -> dict[str, Any]:
@@ -192,14 +171,35 @@ def _invocation(result: RunResult, outside: Sequence[Finding]) -> dict[str, Any]
     return inv
 
 
+def _set_aside_fields(aside: SetAside | None, baseline: Baseline | None, fp: str) -> dict[str, Any]:
+    """``suppressions`` for a finding set aside (``inSource``: a comment; ``external``: the
+    baseline), and, when the run had a baseline, every result's ``baselineState``."""
+    out: dict[str, Any] = {}
+    if aside is not None:
+        suppression: dict[str, Any] = {
+            "kind": "inSource" if aside.why == "suppressed" else "external",
+            "status": "accepted",
+        }
+        justification = aside.reason or aside.source
+        if justification:
+            suppression["justification"] = justification
+        out["suppressions"] = [suppression]
+    if baseline is not None:
+        out["baselineState"] = "unchanged" if fp in baseline.fingerprints else "new"
+    return out
+
+
 def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
     """The SARIF log of one run (one ``run`` object); ``files`` is the codebase's text.
 
     A finding whose file is not a relative path inside the repository (``../x``,
     ``/etc/passwd``, ``file:///…``, ``https://…``; :func:`~deeprepo.base.finding.in_repository`)
     is left out and named in a ``toolExecutionNotifications`` entry: a location in this file
-    is always under ``%SRCROOT%``."""
-    ordered = sort_by_severity(result.findings)
+    is always under ``%SRCROOT%``. Findings set aside (suppressed, baselined) are results
+    too, with ``suppressions``: a viewer shows them as such, and their fingerprints stay in
+    the log for a later ``--baseline``."""
+    aside = {id(s.finding): s for s in result.set_aside}
+    ordered = sort_by_severity([*result.findings, *(s.finding for s in result.set_aside)])
     findings = [f for f in ordered if in_repository(f.file, files)]
     outside = [f for f in ordered if not in_repository(f.file, files)]
     kinds: dict[str, list[Finding]] = {}
@@ -228,6 +228,7 @@ def sarif_log(result: RunResult, files: Mapping[str, str]) -> dict[str, Any]:
                     }
                 ],
                 "partialFingerprints": {FINGERPRINT_KEY: fp},
+                **_set_aside_fields(aside.get(id(f)), result.baseline, fp),
                 "properties": {
                     "scope": f.scope,
                     "severity": f.severity,

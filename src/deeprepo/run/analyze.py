@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any
 
 from deeprepo.architecture import architecture_of
 from deeprepo.base.chat import ChatModel, UsageRowDict
+from deeprepo.base.finding import Baseline
 from deeprepo.base.prompts import file_block_paths
 from deeprepo.base.records import Turn
 from deeprepo.base.textsafe import escape_name
@@ -23,6 +25,9 @@ from deeprepo.base.version import VERSION
 from deeprepo.builtin.static import StaticWorker
 from deeprepo.codebase.loader import load_codebase
 from deeprepo.codebase.model import Codebase
+from deeprepo.codebase.pathfilter import PathFilter, narrow
+from deeprepo.findings.baseline import load_baseline, run_fingerprints
+from deeprepo.findings.suppress import SuppressionPolicy
 from deeprepo.orchestrator.audit import audit_set, parse_scopes, with_not_analysed
 from deeprepo.orchestrator.episode import Episode, EpisodeConfig, EventSink
 from deeprepo.providers.cache import ResponseCache
@@ -47,6 +52,7 @@ from deeprepo.run.options import (
     validate,
 )
 from deeprepo.run.resume import SavedRun, load_run, options_from_record
+from deeprepo.run.setaside import set_aside_findings
 from deeprepo.run.trust import SEAL_FIELD, seal
 from deeprepo.run.wiring import CallSettings, Wiring, cache_for, wire
 from deeprepo.runlog.recorder import RunRecorder
@@ -116,6 +122,7 @@ class _Plan:
     fingerprint: str
     out_dir: Path
     audit_scopes: frozenset[str]
+    baseline: Baseline | None
 
     @property
     def offline(self) -> bool:
@@ -133,6 +140,7 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
         respect_gitignore=options.gitignore,
         exclude=own_outputs(options.out_dir),
     )
+    codebase = narrow(codebase, PathFilter(tuple(options.include), tuple(options.exclude)))
     fingerprint = codebase_fingerprint(codebase)
     if saved is not None:
         saved.check_codebase(fingerprint)
@@ -140,7 +148,25 @@ def _plan(options: AnalyzeOptions, saved: SavedRun | None) -> _Plan:
     make_out_dir(out_dir)
     scopes = parse_scopes(options.include_scopes, options.exclude_scopes)
     architecture_of(codebase)  # computed once, here, where the load's bounds apply
-    return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes)
+    baseline = load_baseline(Path(options.baseline)) if options.baseline is not None else None
+    return _Plan(options, root_spec, sub_spec, codebase, fingerprint, out_dir, scopes, baseline)
+
+
+async def _since(options: AnalyzeOptions, on_event: EventSink | None) -> Baseline | None:
+    """``--since REV``: REV analysed with the same options (into a folder that is then
+    removed, not logged), its findings as the baseline."""
+    if options.since is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="deeprepo-since-") as tmp:
+        earlier = replace(
+            options, rev=options.since, since=None, baseline=None, out_dir=Path(tmp) / "run",
+            run_log=False,
+        )  # fmt: skip
+        handle = await analyze(earlier)
+    prints = run_fingerprints(handle.result, handle.codebase.files)
+    if on_event is not None:
+        on_event("since", {"rev": options.since, "findings": len(prints)})
+    return Baseline(f"git revision {options.since}", prints)
 
 
 def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, ResponseCache | None]:
@@ -185,6 +211,7 @@ async def _analyze(
     timeout = options.limits.timeout_s
     plan, load_s = await run_load(lambda: _plan(options, saved), timeout)
     options = plan.options  # with the limits the run goes by (a paid run's default cap)
+    baseline = plan.baseline or await _since(options, on_event)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
     if on_event is not None:
@@ -250,6 +277,9 @@ async def _analyze(
             # Files an analyzer could not read, a time bound's cuts included.
             result = with_not_analysed(result, sub_model.unread_files(), sub_model.python_parser)
         result.notes.extend(_run_notes(sandbox_note, call_log, sub_model, set(audit_paths)))
+        result.notes.extend(options.config_notes)
+        policy = SuppressionPolicy(options.inline_suppressions, options.honour_nosec)
+        result = set_aside_findings(result, plan.codebase.files, policy, baseline)
         log.end(
             stop_reason=result.stop_reason,
             stop_detail=result.stop_detail,

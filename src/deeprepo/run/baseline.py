@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Message, Usage
-from deeprepo.base.errors import BudgetExceeded, ProviderError, UsageError
+from deeprepo.base.errors import BudgetExceeded, MissingKeyError, ProviderError, UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
 from deeprepo.base.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
 from deeprepo.base.records import RunResult, StopReason, Turn
@@ -30,6 +30,7 @@ from deeprepo.orchestrator.behaviour import behaviour_of, turn_calls
 from deeprepo.orchestrator.salvage import salvage_report
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
+from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.report.calls import CallLog
@@ -226,8 +227,17 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
     )
     ledger = Ledger()
     calls = CallSettings.from_env(options.env)
+    try:
+        built = build_model(spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s)
+    except MissingKeyError:
+        # the registry's hint names analyze's --root; this command takes --model
+        key_env = KEY_ENV.get(spec.provider, "the provider's API key")
+        raise MissingKeyError(
+            f"No key found - set {key_env}, or point --base-url at a local server; "
+            "`deeprepo analyze PATH` runs offline"
+        ) from None
     model = meter(
-        build_model(spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s),
+        built,
         "root",
         ledger=ledger,
         prices=prices,

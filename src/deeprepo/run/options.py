@@ -14,6 +14,8 @@ from deeprepo.base.errors import CodebaseError, UsageError
 from deeprepo.base.prompts import ROOT_SYSTEM_PROMPTS
 from deeprepo.base.records import RunResult
 from deeprepo.codebase.model import Codebase
+from deeprepo.codebase.pathfilter import PathFilter
+from deeprepo.findings.baseline import load_baseline
 from deeprepo.orchestrator.audit import parse_scopes
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.prices import PriceTable
@@ -68,6 +70,13 @@ class AnalyzeOptions:
     exclude_scopes: tuple[str, ...] = ()  # and not these
     run_log: bool = True  # record the run in the run log (``deeprepo runs``); --no-log
     gitignore: bool = True  # apply the target's own .gitignore files; --no-gitignore
+    include: tuple[str, ...] = ()  # gitignore-style globs: audit only these paths (config)
+    exclude: tuple[str, ...] = ()  # and never these (config)
+    inline_suppressions: bool = True  # `# deeprepo: ignore[...]` comments suppress findings
+    honour_nosec: bool = False  # so do bandit's `# nosec` and semgrep's `# nosemgrep`
+    baseline: Path | None = None  # report only findings not in this findings.sarif/json
+    since: str | None = None  # report only findings not found at this git revision
+    config_notes: tuple[str, ...] = ()  # what the configuration files refused, for the report
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -119,6 +128,11 @@ def validate(options: AnalyzeOptions) -> None:
         )
     if options.sandbox not in SANDBOX_MODES:
         raise UsageError("--sandbox must be auto, bwrap or process")
+    PathFilter(tuple(options.include), tuple(options.exclude)).check()
+    if options.baseline is not None and options.since is not None:
+        raise UsageError("--baseline and --since both name a baseline; give one")
+    if options.baseline is not None:
+        load_baseline(Path(options.baseline))  # a file that is no baseline fails here
 
 
 def _calls_out(spec: ModelSpec) -> bool:

@@ -6,9 +6,10 @@ text, plus an :class:`AnalyzerWarning` when the text does not parse: bandit
 reads Python with the running interpreter's grammar, so a file written for a
 newer Python than the one deeprepo runs on is not analysed, and says so.
 
-bandit's ``# nosec`` comments are ignored: the repository under analysis is
+bandit's ``# nosec`` comments are ignored here: the repository under analysis is
 untrusted (DESIGN §10), and a planted ``# nosec`` must not hide a bug from the
-audit.
+audit. A run honours them only when asked (``--honour-nosec``), after the analyzers,
+and counts what they suppressed (``findings/suppress.py``).
 """
 
 from __future__ import annotations
