@@ -81,11 +81,24 @@ class KernelCgroup:
         """The processes in the cgroup, as pids of deeprepo's pid namespace (none once removed)."""
         if not self.dirs:
             return []
+        # os.open/os.read, not open(): read after every cell (processes it left running),
+        # where the buffered file object cost more than the read.
+        chunks: list[bytes] = []
         try:
-            with open(os.path.join(next(iter(self.dirs.values())), "cgroup.procs"), "rb") as f:
-                return [int(x) for x in f.read().split()]
+            fd = os.open(
+                os.path.join(next(iter(self.dirs.values())), "cgroup.procs"),
+                os.O_RDONLY | os.O_CLOEXEC,
+            )
+        except OSError:
+            return []
+        try:
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            return [int(x) for x in b"".join(chunks).split()]
         except (OSError, ValueError):
             return []
+        finally:
+            os.close(fd)
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, forks that race the kill included."""
