@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -141,19 +142,23 @@ class _Index:
 
 
 _shared: OrderedDict[frozenset[tuple[str, str]], _Index] = OrderedDict()
+_shared_lock = threading.Lock()
 
 
 def _index_for(codebase: dict[str, str]) -> _Index:
     """The index of ``codebase``, shared by readers of equal codebases (each rollout builds
     its own oracle, and so its own reader, over the same task)."""
     key = frozenset(codebase.items())
-    index = _shared.get(key)
-    if index is None:
-        index = _shared[key] = _Index(codebase)
+    with _shared_lock:  # oracles may answer from several threads (a trainer's, an env's)
+        index = _shared.get(key)
+        if index is not None:
+            _shared.move_to_end(key)
+            return index
+    index = _Index(codebase)  # built outside the lock: two threads may both build one
+    with _shared_lock:
+        _shared[key] = index
         if len(_shared) > _SHARED:
             _shared.popitem(last=False)
-    else:
-        _shared.move_to_end(key)
     return index
 
 
