@@ -9,6 +9,8 @@ For each isolation mode that works here (bwrap, process) it measures, as medians
 - exec round trip: ``kernel.exec("x = 1")``, parent to child and back;
 - an ``llm_query`` round trip through a handler that answers at once (for reference).
 
+Each median is also printed as a ``FIGURE`` line for ``benchmarks/ab.py``.
+
 Run: ``.venv/bin/python benchmarks/bench_kernel.py [--mb 2] [--starts 20] [--execs 500]``
 """
 
@@ -110,6 +112,8 @@ async def main() -> None:
         )
         print(f"  exec with llm_query  : {r['exec_llm'] * 1e3:7.3f} ms   (reference)")
         print(f"  cold start (no pool) : {r['start_cold'] * 1e3:7.2f} ms   (reference)")
+        for key in ("start_pool", "exec", "exec_llm", "start_cold"):
+            print(f"FIGURE {key}_ms.{mode}={r[key] * 1e3:.4f} ms")
 
 
 if __name__ == "__main__":

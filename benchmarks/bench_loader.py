@@ -7,6 +7,8 @@ measured twice, each relative to the size of the loaded text objects: the peak t
 ``tracemalloc`` traces, and the growth of the peak resident set of a fresh process (which also
 sees heap fragmentation that ``tracemalloc`` does not).
 
+The medians and the RSS growth are also printed as ``FIGURE`` lines for ``benchmarks/ab.py``.
+
 Run: ``.venv/bin/python benchmarks/bench_loader.py [--files 20000] [--mb 200] [--runs 3]``
 """
 
@@ -183,6 +185,9 @@ def main() -> int:
     print(
         f"median load time: {median:.3f} s; ratio to the {TARGET_S:.0f} s target: {median / TARGET_S:.2f} ({verdict})"
     )
+    print(f"FIGURE load_cpu_s={statistics.median(cpu):.4f} s")
+    print(f"FIGURE load_wall_s={median:.4f} s")
+    print(f"FIGURE load_rss_growth_mb={rss['grown'] / 1e6:.2f} MB")
     measured = [("tracemalloc peak", peak, text_bytes)]
     if rss is not None:
         measured.append(("peak RSS growth", rss["grown"], rss["text"]))

@@ -6,7 +6,8 @@ Generates ``--tasks`` small tasks in memory, then runs ``--rollouts`` rollouts o
 ``env.rollout.run_rollout``, ``--concurrency`` at a time in each of ``--workers`` worker
 processes, all pinned to ``--cores`` CPUs (kernel children inherit the pinning). Prints
 rollouts/s (median of ``--runs``), its ratio to the target, and where one rollout's time
-goes (kernel start, root turns, sub-calls, reward), so a miss says what limits it.
+goes (kernel start, root turns, sub-calls, reward), so a miss says what limits it; the same as
+``FIGURE`` lines for ``benchmarks/ab.py``.
 ``--profile`` adds a cProfile of one run's parent process.
 
 Run: ``.venv/bin/python benchmarks/bench_rollouts.py [--tasks 16] [--rollouts 4] [--cores 2]``
@@ -23,6 +24,7 @@ import os
 import pstats
 import statistics
 import time
+from queue import Empty
 from typing import Any
 
 TARGET_PER_S = 10.0
@@ -142,7 +144,17 @@ def one_run(
         p.start()
     barrier.wait()
     t0 = time.perf_counter()
-    outs = [queue.get() for _ in procs]
+    outs: list[Any] = []
+    while len(outs) < len(procs):
+        try:
+            outs.append(queue.get(timeout=1.0))
+        except Empty:
+            # A worker that died (an exception, a kill) sends nothing: fail, never hang.
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"a worker exited with {dead[0]}; see its traceback") from None
     wall = time.perf_counter() - t0
     for p in procs:
         p.join()
@@ -196,7 +208,10 @@ def main() -> None:
     rate = statistics.median(rates)
     print(f"\nrollouts/s (median of {args.runs}): {rate:.1f} · target >= {TARGET_PER_S:g}/s · "
           f"ratio {rate / TARGET_PER_S:.2f} ({'meets' if rate >= TARGET_PER_S else 'misses'} the target)")  # fmt: skip
+    print(f"FIGURE rollouts_per_s={rate:.3f} 1/s higher")
     per = {k: v / max(total, 1) * 1000 for k, v in last_phases.items()}
+    for phase in ("kernel_start", "kernel_exec", "reward"):
+        print(f"FIGURE {phase}_ms={per[phase]:.2f} ms")
     print(
         "per rollout (ms, summed over concurrent rollouts, last run): "
         f"total {per['rollout']:.0f} = kernel start {per['kernel_start']:.0f} + "

@@ -372,3 +372,35 @@ def test_eval_limits_reach_every_rollout(tmp_path: Path) -> None:
     rows = load_results(tmp_path)
     assert [r.sub_calls for r in rows] == [1, 1]
     assert all(r.extra["stop_reason"] in ("answer_ready", "budget") for r in rows)
+
+
+@pytest.mark.e2e
+def test_a_kernel_that_fails_to_start_fails_its_rollout_and_never_hangs_the_eval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child dies joining its cgroup (as it did with ENODEV when another process swept
+    the cgroup): every rollout is recorded as an error with the child's message, and the
+    evaluation ends."""
+    import os
+
+    from deeprepo.rl.tasks.generator import generate_tasks
+    from deeprepo.sandbox import cgroup
+
+    if cgroup.problem() is not None:
+        pytest.skip(f"needs a cgroup: {cgroup.problem()}")
+    generate_tasks(tmp_path / "tasks", seed=4, n=2, size="small", lang="python")
+    # An fd the child cannot write: its join fails as an ENODEV would, and it exits 70.
+    monkeypatch.setattr(
+        cgroup.KernelCgroup, "join_fds", lambda self: [os.open(os.devnull, os.O_RDONLY)]
+    )
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["eval", "--tasks", str(tmp_path / "tasks"), "-r", "2", "--out", str(out), "-q",
+         "--sandbox", "process"],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output  # nothing succeeded: the eval says so and ends
+    assert "every rollout (4) failed" in result.output
+    rows = load_results(out)
+    assert len(rows) == 4 and all(r.stop_condition == "error" for r in rows)
+    assert "joining the kernel's cgroup" in rows[0].extra["stop_detail"]

@@ -181,3 +181,36 @@ def test_a_file_blocks_lines_are_numbered_from_its_start_one_per_line() -> None:
     lines = [f"    result_{k} = run_query(sql_{k})" for k in range(11, 21)]
     prompt = ASK + "\n" + block("svc/q.py", 11, lines)
     assert found(prompt, None, [bug("svc/q.py", 12)]) == [("svc/q.py", 12)]
+
+
+def test_readers_of_equal_codebases_share_one_index_and_read_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every rollout builds its own oracle over the same task: the readers share the index
+    and its memo of resolved lines, and a memo that starts over reads the same."""
+    from deeprepo.rl.env import oracle_read
+
+    files = {"a.py": module("a"), "b.py": module("b")}
+    prompt = (
+        "Audit this file.\n"
+        + "\n".join(f"{i:4d} | {ln}" for i, ln in enumerate(files["a.py"].split("\n"), 1))
+        + "\n"
+        + files["b.py"][:400]
+    )
+    first = oracle_read.PromptReader(dict(files))
+    second = oracle_read.PromptReader(dict(files))
+    want = first.read(prompt)
+    assert first._index is not None and second._index is None
+    got = second.read(prompt)
+    assert second._index is first._index
+    monkeypatch.setattr(oracle_read, "_MEMO_LINES", 3)  # the memo starts over every 3 lines
+    third = oracle_read.PromptReader({"./" + k: v for k, v in files.items()})
+    again = third.read(prompt)
+
+    def plain(read: Any) -> Any:
+        shown, instruction, size = read
+        views = {p: (v.at, v.number, v.text, v.nontrivial) for p, v in shown.items()}
+        return views, instruction, size
+
+    assert plain(got) == plain(want) == plain(again)
+    assert sorted(want[0]) == ["a.py", "b.py"] and want[1].startswith("Audit this file.\n")

@@ -93,6 +93,16 @@ def test_strings_travel_with_brackets_escaped() -> None:
     }
 
 
+def test_bracket_escaping_gives_the_bytes_the_translate_table_gave() -> None:
+    """The replace chain (protocol, scaffold, child encoder) is byte-for-byte the old table."""
+    table = {ord(c): f"\\u{ord(c):04x}" for c in "[]{}"}
+    samples = ["".join(map(chr, range(128))), "\\u005b [[x]] {{y}} \udc80 é 😀", ""]
+    for text in samples:
+        literal = json.dumps(text, ensure_ascii=True)
+        assert protocol.escape_brackets(literal) == literal.translate(table)
+        assert protocol.encode_text(text) == literal.translate(table).encode("ascii")
+
+
 def test_requests_are_chunked_by_bytes_and_items() -> None:
     chunks = protocol.chunk_by_size([1] * 25_000, 10**9)
     assert [len(c) for c in chunks] == [protocol.MAX_REQUEST_ITEMS] * 2 + [5_000]

@@ -106,6 +106,32 @@ async def test_last_expression_is_shown(kernel: Kernel) -> None:
 
 
 @pytest.mark.e2e
+async def test_cells_show_the_same_with_or_without_the_ast(kernel: Kernel) -> None:
+    """The runner compiles a cell ending in an expression at column 0 as two pieces of
+    source; every other cell through the AST. Both read a cell the same way."""
+    cases = [
+        ("x = 2\nprint(\n    x)\nx * 21\n\n# done\n", "2\n42\n"),  # fast path
+        ('"""a docstring"""\ny = 3\ny', "3\n"),
+        ('s = """\n1 + 1\n"""\n', ""),  # the last col-0 line sits inside a string
+        ("t = (1,\n2)\nlen(t)", "2\n"),
+        ("z = [1,\n2]\n", ""),  # the last col-0 line closes a bracket: AST path
+        ("if True:\n    w = 5\nelse:\n    w = 6\nw", "5\n"),
+        ("def g():\n    return 7\ng()", "7\n"),
+        ("'only' + ' a string'", "'only a string'\n"),
+        ("v = 1\r\nv + 1", "2\n"),  # \r\n: AST path
+        ("a = 1; a + 1", "2\n"),
+    ]
+    for code, shown in cases:
+        r = await kernel.exec(code)
+        assert (r.error, r.output) == (None, shown), code
+    # A failing final expression names its own line, as the AST path did.
+    r = await kernel.exec("q = {}\n\nq['missing']")
+    assert r.error == "exception" and "line 3" in r.output and "KeyError" in r.output
+    r = await kernel.exec("x = (\nx")
+    assert r.error == "syntax" and "SyntaxError" in r.output
+
+
+@pytest.mark.e2e
 async def test_codebase_is_read_only_but_copyable(kernel: Kernel) -> None:
     r = await kernel.exec("codebase['new.py'] = 'x'")
     assert r.error == "exception" and "codebase is read-only" in r.output

@@ -365,3 +365,41 @@ def test_cgroup_v2_parent_needs_memory_and_pids(tmp_path: Path) -> None:
     (tmp_path / "cgroup.controllers").write_text("cpu io hugetlb\n")
     with pytest.raises(cgroup.CgroupUnavailable, match="no memory/pids"):
         cgroup._v2_parent(str(tmp_path), "/")
+
+
+def _make_group_then_report(out: Any, go: Any, hold: Any) -> None:
+    """In a forked worker: make a kernel cgroup, say where, then wait until told to go."""
+    limits = SandboxConfig().cgroup_limits()
+    assert limits is not None
+    group = cgroup.create(limits)
+    out.put(sorted(group.dirs.values()))
+    go.wait(30)
+    if hold:
+        group.remove()
+
+
+@pytest.mark.e2e  # forks two workers that make cgroups and start watchdogs
+@needs_cgroup
+def test_forked_workers_never_share_or_sweep_each_others_cgroups() -> None:
+    """Two forked workers (an eval's, a benchmark's) each make a cgroup: the names differ,
+    and when the first exits, its watchdog leaves the second's live cgroup alone (it once
+    removed it, and the second's kernel failed joining it with ENODEV)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out, go_a, go_b = ctx.Queue(), ctx.Event(), ctx.Event()
+    a = ctx.Process(target=_make_group_then_report, args=(out, go_a, False))
+    b = ctx.Process(target=_make_group_then_report, args=(out, go_b, True))
+    a.start()
+    dirs_a = out.get(timeout=30)
+    b.start()
+    dirs_b = out.get(timeout=30)
+    assert set(dirs_a).isdisjoint(dirs_b)
+    go_a.set()
+    a.join(30)
+    time.sleep(1.5)  # the first worker's watchdog has swept what it owns by now
+    try:
+        assert all(os.path.isdir(d) for d in dirs_b), "a worker's watchdog removed another's cgroup"
+    finally:
+        go_b.set()
+        b.join(30)

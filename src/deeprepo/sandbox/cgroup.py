@@ -37,7 +37,6 @@ from dataclasses import dataclass
 __all__ = ["CgroupLimits", "KernelCgroup", "create", "problem"]
 
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
-_PREFIX = f"deeprepo-{os.getpid()}-"
 _counter = itertools.count()
 _CPU_PERIOD_US = 100_000
 
@@ -82,11 +81,24 @@ class KernelCgroup:
         """The processes in the cgroup, as pids of deeprepo's pid namespace (none once removed)."""
         if not self.dirs:
             return []
+        # os.open/os.read, not open(): read after every cell (processes it left running),
+        # where the buffered file object cost more than the read.
+        chunks: list[bytes] = []
         try:
-            with open(os.path.join(next(iter(self.dirs.values())), "cgroup.procs"), "rb") as f:
-                return [int(x) for x in f.read().split()]
+            fd = os.open(
+                os.path.join(next(iter(self.dirs.values())), "cgroup.procs"),
+                os.O_RDONLY | os.O_CLOEXEC,
+            )
+        except OSError:
+            return []
+        try:
+            while chunk := os.read(fd, 65536):
+                chunks.append(chunk)
+            return [int(x) for x in b"".join(chunks).split()]
         except (OSError, ValueError):
             return []
+        finally:
+            os.close(fd)
 
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, forks that race the kill included."""
@@ -222,12 +234,12 @@ def _layout() -> _Layout:
 
 def _probe(parent: str) -> None:
     """Fail unless we can create a cgroup under ``parent``; sweep what dead runs left there."""
-    test = os.path.join(parent, f"{_PREFIX}probe")
+    test = os.path.join(parent, f"{_prefix()}probe")
     os.mkdir(test)
     os.rmdir(test)
     with contextlib.suppress(OSError):
         for name in os.listdir(parent):
-            if name.startswith("deeprepo-") and not name.startswith(_PREFIX):
+            if name.startswith("deeprepo-") and not name.startswith(_prefix()):
                 pid = name.split("-")[1]
                 if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
                     with contextlib.suppress(OSError):
@@ -281,6 +293,25 @@ _watchdog_lock = threading.Lock()
 _watchdog: list[int] = []  # deeprepo's end of the watchdog's pipe: open, never written
 
 
+def _prefix() -> str:
+    """This process's cgroup names start so. Per process, not per import: the workers an
+    eval or a benchmark forks would otherwise share the parent's names (and counter), and
+    the watchdog of the first to exit would empty and remove the others' live cgroups (a
+    kernel then failed "joining the kernel's cgroup ([Errno 19] No such device)")."""
+    return f"deeprepo-{os.getpid()}-"
+
+
+def _after_fork_in_child() -> None:
+    """A forked process starts its own watchdog for its own cgroups; the parent's pipe end
+    it inherited stays open (so the parent's watchdog also waits for it)."""
+    global _watchdog_lock
+    _watchdog_lock = threading.Lock()
+    _watchdog.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _ensure_watchdog(parents: list[str]) -> None:
     with _watchdog_lock:
         if _watchdog:
@@ -291,7 +322,7 @@ def _ensure_watchdog(parents: list[str]) -> None:
             # design), and a Popen left running warns at exit. Its pipe end becomes fd 3.
             os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, "3", _PREFIX, *parents],
+                [sys.executable, "-I", "-S", "-c", _WATCHDOG, "3", _prefix(), *parents],
                 {},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -313,7 +344,7 @@ def create(limits: CgroupLimits) -> KernelCgroup:
     """A new cgroup with ``limits``; raises :class:`CgroupUnavailable` (an ``OSError``)."""
     layout = _layout()
     _ensure_watchdog(list(layout.parents.values()))
-    name = f"{_PREFIX}{next(_counter)}"
+    name = f"{_prefix()}{next(_counter)}"
     dirs: dict[str, str] = {}
     group = KernelCgroup(layout.version, dirs)  # fills as the directories are made
     try:

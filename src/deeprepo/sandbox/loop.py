@@ -53,11 +53,16 @@ class KernelLoop:
         self.write, self.flush = writer.write, writer.flush
         self.scan = _json.make_scanner(json.decoder.JSONDecoder())  # type: ignore[arg-type]
         self.encode_str = _json.encode_basestring_ascii
-        brackets = protocol.BRACKETS
         encode_str = self.encode_str
 
-        def encode_escaped(text: str) -> str:
-            return encode_str(text).translate(brackets)
+        def encode_escaped(text: str) -> str:  # protocol.escape_brackets, inlined
+            return (
+                encode_str(text)
+                .replace("[", "\\u005b")
+                .replace("]", "\\u005d")
+                .replace("{", "\\u007b")
+                .replace("}", "\\u007d")
+            )
 
         self.encoder = _json.make_encoder(
             None, _unencodable, encode_escaped, None, ":", ",", False, False, True
@@ -163,7 +168,6 @@ class KernelLoop:
         g: dict[str, Any] = {"__builtins__": builtins.__dict__, "__name__": "deeprepo_scaffold"}
         for name in ("ERROR_PREFIX", "LLM_CHUNK_BYTES", "MAX_REQUEST_ITEMS", "MAX_LINE_BYTES"):
             g[name] = getattr(protocol, name)
-        g["BRACKETS"] = protocol.BRACKETS
         for name in scaffold.FROM_PROTOCOL:
             g[name] = rebind(getattr(protocol, name), g)
         for fn in scaffold.PUBLIC_FUNCTIONS:

@@ -153,9 +153,23 @@ def encode_llm_request(call_id: int, prompts: list[bytes], system: str | None) -
     return head + b',"prompts":[' + b",".join(prompts) + b"]}\n"
 
 
+def escape_brackets(encoded: str) -> str:
+    """``encoded`` (a JSON string literal) with its brackets as ``\\u`` escapes.
+
+    Four ``str.replace`` calls: ~5x faster than ``str.translate`` with a table on the
+    child's hot path (every prompt of an ``llm_batch``), the same output. The scaffold
+    and the child's JSON encoder inline the same chain (no call per string)."""
+    return (
+        encoded.replace("[", "\\u005b")
+        .replace("]", "\\u005d")
+        .replace("{", "\\u007b")
+        .replace("}", "\\u007d")
+    )
+
+
 def encode_text(text: str) -> bytes:
     """One string as JSON the way the child writes it: ASCII, brackets escaped."""
-    return json.dumps(text, ensure_ascii=True).translate(BRACKETS).encode("ascii")
+    return escape_brackets(json.dumps(text, ensure_ascii=True)).encode("ascii")
 
 
 def system_error(system: object, max_chars: int) -> str | None:

@@ -47,27 +47,48 @@ def run_cell(
     code, filename = source
     try:
         findings.clear()
-        try:
-            tree: Any = compile(code, filename, "exec", 0x400)  # ast.PyCF_ONLY_AST
-        except (SyntaxError, ValueError) as exc:
-            text = cut_middle(format_syntax_error(exc, code), limit)
-            head.append(text)
-            counts[:] = [len(text)] * 2 + [0]
-            box.append(("syntax",))
-            return
-        except (RecursionError, MemoryError) as exc:  # absurdly nested code
-            text = f"SyntaxError: the cell is too deeply nested to parse ({type(exc).__name__})\n"
-            head.append(text)
-            counts[:] = [len(text)] * 2 + [0]
-            box.append(("syntax",))
-            return
-        line_cache[filename] = (len(code), None, code.splitlines(True), filename)
-        last = None
-        if tree.body and type(tree.body[-1]) is ast_expr:
-            # Like a notebook, the value of a final expression is shown.
-            last = compile(ast_expression(tree.body.pop().value), filename, "eval")
-        body = compile(tree, filename, "exec")
-        del tree
+        # Fast path: a cell whose last top-level statement is an expression (shown like a
+        # notebook's) on lines of its own from column 0 compiles as two pieces of source,
+        # without the Python AST, which costs 2-3x the compile (a 20k-char cell: ~20 ms of
+        # a rollout's kernel). Exact: the head compiles alone only if it ends outside any
+        # string, bracket or continuation, so the cell tokenizes the same way whole. Any
+        # other cell (or one with line breaks other than \n) takes the AST path below.
+        body = last = None
+        lines = code.splitlines(True)
+        if len(lines) == code.count("\n") + (not code.endswith("\n")):
+            i = len(lines) - 1
+            while i >= 0 and lines[i][:1] in ("", " ", "\t", "#", "\n"):
+                i -= 1
+            if i >= 0:
+                try:
+                    last = compile("\n" * i + "".join(lines[i:]), filename, "eval")
+                    body = compile("".join(lines[:i]), filename, "exec")
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    body = last = None
+        if body is None:
+            last = None
+            try:
+                tree: Any = compile(code, filename, "exec", 0x400)  # ast.PyCF_ONLY_AST
+            except (SyntaxError, ValueError) as exc:
+                text = cut_middle(format_syntax_error(exc, code), limit)
+                head.append(text)
+                counts[:] = [len(text)] * 2 + [0]
+                box.append(("syntax",))
+                return
+            except (RecursionError, MemoryError) as exc:  # absurdly nested code
+                text = (
+                    f"SyntaxError: the cell is too deeply nested to parse ({type(exc).__name__})\n"
+                )
+                head.append(text)
+                counts[:] = [len(text)] * 2 + [0]
+                box.append(("syntax",))
+                return
+            if tree.body and type(tree.body[-1]) is ast_expr:
+                # Like a notebook, the value of a final expression is shown.
+                last = compile(ast_expression(tree.body.pop().value), filename, "eval")
+            body = compile(tree, filename, "exec")
+            del tree
+        line_cache[filename] = (len(code), None, lines, filename)
         ns["codebase"] = codebase
         stdout = stdout_class(limit, head, tail, counts)
         target[0] = stdout

@@ -49,10 +49,21 @@ _scan: Any = None
 _audit_prompt: Any = None
 _TextIOBase = io.TextIOBase  # the scaffold gets _io._TextIOBase, a C type a cell cannot patch
 ERROR_PREFIX = "[llm error]"
-BRACKETS: tuple[str, ...] = ()
 LLM_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_REQUEST_ITEMS = 10_000
 MAX_LINE_BYTES = 8 * 1024 * 1024
+
+
+def _escaped(text: str) -> bytes:
+    """``text`` as the child sends it: JSON, ASCII, brackets escaped (protocol.escape_brackets)."""
+    encoded: str = _encode_str(text)
+    return (
+        encoded.replace("[", "\\u005b")
+        .replace("]", "\\u005d")
+        .replace("{", "\\u007b")
+        .replace("}", "\\u007d")
+        .encode("ascii")
+    )
 
 
 def prompt_error(index: int, item: object, max_chars: int) -> str | None:  # rebound from protocol
@@ -88,7 +99,7 @@ def _rpc(
             b"query" if call[0] == "query" else b"batch",
             call[1],
             call[2],
-            b"null" if system is None else _encode_str(system).translate(BRACKETS).encode("ascii"),
+            b"null" if system is None else _escaped(system),
         )
         _write(head + b",".join(prompts) + b"]}\n")
         _flush()
@@ -152,7 +163,7 @@ def _batch(prompts: Iterable[str], system: str | None, api: str) -> list[str]:
         if i < len(items) and len(idx) < MAX_REQUEST_ITEMS:
             error = prompt_error(i, items[i], _max_prompt_chars)
             if error is None:
-                text = _encode_str(str.__str__(items[i])).translate(BRACKETS).encode("ascii")
+                text = _escaped(str.__str__(items[i]))
                 if len(text) > limit:
                     error = oversized_error(i, len(text), limit)
                 elif not idx or size + len(text) + 1 <= LLM_CHUNK_BYTES:
@@ -341,6 +352,7 @@ def _scaffold_classes() -> tuple[type[dict[str, str]], type[Any]]:
 ReadOnlyDict, _Stdout = _scaffold_classes()
 #: What each kernel's scaffold is made of: these functions' code over its own globals.
 PUBLIC_FUNCTIONS = (
+    _escaped,
     _rpc,
     _batch,
     llm_batch,

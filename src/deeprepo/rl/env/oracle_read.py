@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -82,37 +83,101 @@ class ShownFile:
         return self.number.get(line, line)
 
 
+# One line's reading: ``None`` (a short line of the repository: neither code shown nor
+# instruction), ``()`` (instruction text), or ``(variant, number, places)``: the line as the
+# index knows it, the number the prompt gives it, and where it is shown (empty when ambiguous).
+_Resolved = tuple[str, int | None, tuple[tuple[str, int], ...]] | tuple[()] | None
+_MEMO_LINES = 20_000  # distinct prompt lines remembered per codebase before starting over
+_SHARED = 16  # codebases whose index is kept for the next reader (rollouts of one task)
+
+
+class _Index:
+    """Where each non-trivial line of a codebase is, and what each prompt line read so far
+    resolved to: prompts repeat lines (a file in several slices; every rollout of a task
+    shows the same files), so each distinct line is looked up once."""
+
+    def __init__(self, codebase: Mapping[str, str]) -> None:
+        where: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        self.all_lines: set[str] = set()
+        self.nontrivial: dict[str, list[int]] = {}
+        for path, text in codebase.items():
+            lines = [ln.strip() for ln in text.split("\n")]
+            self.nontrivial[path] = [i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH]
+            for i, s in enumerate(lines, 1):
+                if s:
+                    self.all_lines.add(s)
+                    if len(s) >= MIN_LINE_LENGTH:
+                        where[s].append((path, i))
+        self.where = dict(where)
+        self.memo: dict[str, _Resolved] = {}
+
+    def resolve(self, raw: str) -> _Resolved:
+        """What the (non-blank) prompt line ``raw`` shows."""
+        try:
+            return self.memo[raw]
+        except KeyError:
+            pass
+        if len(self.memo) >= _MEMO_LINES:
+            self.memo.clear()
+        out = self.memo[raw] = self._resolve(raw)
+        return out
+
+    def _resolve(self, raw: str) -> _Resolved:
+        variants = line_variants(raw)
+        for k, variant in enumerate(variants):
+            places = self.where.get(variant)
+            if places is None:
+                continue
+            if len(places) > _AMBIGUOUS:
+                return (variant, None, ())
+            number = line_number_prefix(raw) if k else None
+            if number is not None:
+                # A line whose text repeats in a file is the copy its number names.
+                exact = {path for path, n in places if n == number}
+                places = [(p, n) for p, n in places if p not in exact or n == number]
+            return (variant, number, tuple(places))
+        if any(v in self.all_lines for v in variants):
+            return None
+        return ()
+
+
+_shared: OrderedDict[frozenset[tuple[str, str]], _Index] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
+def _index_for(codebase: dict[str, str]) -> _Index:
+    """The index of ``codebase``, shared by readers of equal codebases (each rollout builds
+    its own oracle, and so its own reader, over the same task)."""
+    key = frozenset(codebase.items())
+    with _shared_lock:  # oracles may answer from several threads (a trainer's, an env's)
+        index = _shared.get(key)
+        if index is not None:
+            _shared.move_to_end(key)
+            return index
+    index = _Index(codebase)  # built outside the lock: two threads may both build one
+    with _shared_lock:
+        _shared[key] = index
+        if len(_shared) > _SHARED:
+            _shared.popitem(last=False)
+    return index
+
+
 class PromptReader:
     """Reads prompts against one codebase (indexed on first use)."""
 
     def __init__(self, codebase: Mapping[str, str]) -> None:
         self._codebase = {k.removeprefix("./"): v for k, v in codebase.items()}
-        self._where: dict[str, list[tuple[str, int]]] | None = None
-        self._all_lines: set[str] = set()
-        self._nontrivial: dict[str, list[int]] = {}
-
-    def _index(self) -> dict[str, list[tuple[str, int]]]:
-        if self._where is None:
-            where: dict[str, list[tuple[str, int]]] = defaultdict(list)
-            for path, text in self._codebase.items():
-                lines = [ln.strip() for ln in text.split("\n")]
-                self._nontrivial[path] = [
-                    i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH
-                ]
-                for i, s in enumerate(lines, 1):
-                    if s:
-                        self._all_lines.add(s)
-                        if len(s) >= MIN_LINE_LENGTH:
-                            where[s].append((path, i))
-            self._where = dict(where)
-        return self._where
+        self._index: _Index | None = None
 
     def read(self, prompt: str) -> tuple[dict[str, ShownFile], str, int]:
         """Files shown (by content), the instruction text (lines that are no code of the
         repository) and the prompt's size in non-empty lines."""
         if not self._codebase:
             return self._read_blocks(prompt)
-        where = self._index()
+        if self._index is None:
+            self._index = _index_for(self._codebase)
+        index = self._index
+        resolve, nontrivial = index.resolve, index.nontrivial
         lines = prompt.split("\n")
         if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
             lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
@@ -123,31 +188,23 @@ class PromptReader:
             if not raw.strip():
                 continue
             size += 1
-            located = False
-            for k, variant in enumerate(line_variants(raw)):
-                places = where.get(variant)
-                if places is None:
-                    continue
-                located = True
-                if len(places) <= _AMBIGUOUS:
-                    number = line_number_prefix(raw) if k else None
-                    if number is not None:
-                        # A line whose text repeats in a file is the copy its number names.
-                        exact = {path for path, n in places if n == number}
-                        places = [(p, n) for p, n in places if p not in exact or n == number]
-                    for path, n in places:
-                        view = shown.get(path)
-                        if view is None:
-                            view = shown[path] = ShownFile(path, nontrivial=self._nontrivial[path])
-                        view.add(n, pos, variant, number)
-                break
-            if not located and not any(v in self._all_lines for v in line_variants(raw)):
+            found = resolve(raw)
+            if found is None:
+                continue
+            if not found:
                 instruction.append(raw)
+                continue
+            variant, number, places = found
+            for path, n in places:
+                view = shown.get(path)
+                if view is None:
+                    view = shown[path] = ShownFile(path, nontrivial=nontrivial[path])
+                view.add(n, pos, variant, number)
         # Files that only share a line or two (boilerplate) with the prompt are not shown.
         kept = {
             p: v
             for p, v in shown.items()
-            if v.shown_nontrivial >= min(5, max(1, len(self._nontrivial[p]) // 2))
+            if v.shown_nontrivial >= min(5, max(1, len(nontrivial[p]) // 2))
         }
         return kept, "\n".join(instruction), size
 
