@@ -56,7 +56,7 @@ from deeprepo.run.setaside import set_aside_findings
 from deeprepo.run.trust import SEAL_FIELD, seal
 from deeprepo.run.wiring import CallSettings, Wiring, cache_for, wire
 from deeprepo.runlog.recorder import RunRecorder
-from deeprepo.sandbox.isolation import mode_for_root
+from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 
 __all__ = [
     "AnalyzeOptions",
@@ -211,6 +211,11 @@ async def _analyze(
     timeout = options.limits.timeout_s
     plan, load_s = await run_load(lambda: _plan(options, saved), timeout)
     options = plan.options  # with the limits the run goes by (a paid run's default cap)
+    # The isolation is settled first: a refusal is the run's one line, before any other work.
+    sandbox_mode, sandbox_note = mode_for_root(
+        options.sandbox, builtin_root=plan.root_spec.is_builtin
+    )
+    resolve_mode(sandbox_mode)  # raises the refusal now; the kernel resolves it again (cached)
     baseline = plan.baseline or await _since(options, on_event)
     wiring, sub_model, cache = _wire(plan, saved)
     audit_paths = audit_set(plan.codebase.files, plan.codebase.scopes, plan.audit_scopes)
@@ -218,9 +223,6 @@ async def _analyze(
         on_event("loaded", _load_summary(plan.codebase))
         on_event("audit_start", {"files": len(audit_paths)})
         wiring.dispatcher.on_answer = _audit_progress(set(audit_paths), on_event)
-    sandbox_mode, sandbox_note = mode_for_root(
-        options.sandbox, builtin_root=plan.root_spec.is_builtin
-    )
     sandbox = options.limits.sandbox_config(sandbox_mode)  # type: ignore[arg-type]
     config = options.limits.episode_config(
         EpisodeConfig(prompt=options.prompt, audit_scopes=plan.audit_scopes, catch_interrupt=True)
