@@ -227,7 +227,13 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
     ledger = Ledger()
     calls = CallSettings.from_env(options.env)
     model = meter(
-        build_model(spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s),
+        build_model(
+            spec,
+            role="root",
+            env=options.env,
+            timeout_s=calls.sdk_timeout_s,
+            http_client=calls.http_client,
+        ),
         "root",
         ledger=ledger,
         prices=prices,
