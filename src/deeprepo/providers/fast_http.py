@@ -12,8 +12,10 @@ bills and records them identically. Which path a run takes is ``CallSettings.htt
 
 Like the SDKs they read ``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` when no base URL is
 configured, ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``, and the proxy variables
-(``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``; aiohttp's ``trust_env``). Keys travel only
-in the request headers; nothing here logs them.
+(``HTTPS_PROXY``, ``HTTP_PROXY``, ``NO_PROXY``), read once when the model is built: aiohttp's
+own ``trust_env`` would look them (and ``~/.netrc``) up in a worker thread on every request,
+two thread hops a call. ``~/.netrc`` is not read: the key is the request's credential. Keys
+travel only in the request headers; nothing here logs them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from deeprepo.base.chat import ChatRequest, Completion
 from deeprepo.base.errors import ProviderError, ProviderUnreachable
@@ -40,7 +44,13 @@ from deeprepo.providers.openai_compat import (
 )
 from deeprepo.providers.spec import ModelSpec
 
-__all__ = ["ANTHROPIC_VERSION", "FastAnthropicModel", "FastOpenAIModel", "HttpSession"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "FastAnthropicModel",
+    "FastOpenAIModel",
+    "HttpSession",
+    "env_proxy",
+]
 
 #: The Messages API version the Anthropic SDK sends.
 ANTHROPIC_VERSION = "2023-06-01"
@@ -54,9 +64,10 @@ class HttpSession:
     Connections belong to the loop that opened them: a caller that runs ``asyncio.run()``
     per batch gets a fresh session for each loop, as the SDK path's ``LoopBoundClient``."""
 
-    def __init__(self, max_connections: int, timeout_s: float) -> None:
+    def __init__(self, url: str, max_connections: int, timeout_s: float) -> None:
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._proxy, self._proxy_auth = env_proxy(url)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -70,7 +81,8 @@ class HttpSession:
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
-                trust_env=True,  # HTTPS_PROXY / NO_PROXY, as the SDKs' httpx honours them
+                proxy=self._proxy,
+                proxy_auth=self._proxy_auth,
                 skip_auto_headers=("User-Agent",),
             )
             self._loop = loop
@@ -135,6 +147,15 @@ class HttpSession:
                 retryable=True,
             )
         return parsed
+
+
+def env_proxy(url: str) -> tuple[URL | None, aiohttp.BasicAuth | None]:
+    """The proxy ``HTTPS_PROXY`` / ``HTTP_PROXY`` name for ``url`` unless ``NO_PROXY``
+    exempts its host (the SDKs' httpx reads the same variables); None for none."""
+    try:
+        return get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
 
 
 def _why(exc: BaseException) -> str:
@@ -203,7 +224,7 @@ class FastOpenAIModel:
             headers.setdefault("X-Title", "deeprepo")
         headers.update(default_headers or {})
         self._headers = headers
-        self._http = HttpSession(max_connections, timeout_s)
+        self._http = HttpSession(self._url, max_connections, timeout_s)
 
     @property
     def name(self) -> str:
@@ -269,7 +290,7 @@ class FastAnthropicModel:
             "x-api-key": api_key,
             "anthropic-version": ANTHROPIC_VERSION,
         }
-        self._http = HttpSession(max_connections, timeout_s)
+        self._http = HttpSession(self._url, max_connections, timeout_s)
 
     @property
     def name(self) -> str:

@@ -375,8 +375,10 @@ async def run_bench(
     calls = CallSettings.from_env(plan.env)
     judge_model: ChatModel | None = None
     if plan.judge is not None:
-        t, c = calls.sdk_timeout_s, calls.http_client
-        judge_model = build_model(plan.judge, role="root", env=plan.env, timeout_s=t, http_client=c)
+        hc = calls.http_client
+        judge_model = build_model(
+            plan.judge, role="root", env=plan.env, timeout_s=calls.sdk_timeout_s, http_client=hc
+        )
 
     def emit(event: str, r: CellResult, **data: Any) -> None:
         if on_event is not None:
