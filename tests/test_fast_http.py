@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import EXAMPLE
+from clihelp import EXAMPLE, loopback_analyze_args, run_cli
 
 from deeprepo.base.chat import ChatModel, ChatRequest, Message, Usage
 from deeprepo.base.errors import ConfigError, ProviderError, ProviderUnreachable
@@ -262,3 +262,20 @@ async def test_a_run_bills_and_finds_the_same_through_either_client(tmp_path: Pa
     assert sub["cost_usd"] == pytest.approx(0.0005)
     assert len(fast[6]) == 2 + 7  # two root turns, six prompts and the 503's retry
     assert len(findings) == 5
+
+
+@pytest.mark.e2e
+def test_the_flag_chooses_the_client_and_the_start_record_says_which(
+    loopback: LoopbackServer, tmp_path: Path
+) -> None:
+    env = {"ANTHROPIC_API_KEY": KEY, "OPENROUTER_API_KEY": KEY, HTTP_CLIENT_ENV: "fast"}
+    for client in ("sdk", "fast"):
+        loopback.enqueue_anthropic("```python\nset_answer('# Report')\n```")
+        out = tmp_path / client
+        args = loopback_analyze_args(loopback, out, "--max-turns", "1", "--http-client", client)
+        proc = run_cli(*args, env=env)
+        assert proc.returncode in (0, 3), proc.stderr  # answered; nothing audited is exit 3
+        start = next(r for r in read_trajectory(out / "trajectory.jsonl") if r["type"] == "start")
+        assert start["http_client"] == client  # the flag wins over the environment
+    bad = run_cli(*loopback_analyze_args(loopback, tmp_path / "bad", "--http-client", "curl"))
+    assert bad.returncode == 2 and "curl" in bad.stderr and "Traceback" not in bad.stderr
