@@ -376,4 +376,6 @@ def describe(options: EvalOptions) -> dict[str, Any]:
         "seed": options.seed,
         "base_url": options.base_url,
         "sub_base_url": options.sub_base_url,
+        # how hosted models were called (--http-client): a figure's provenance
+        "http_client": CallSettings.from_env(options.env).http_client,
     }
