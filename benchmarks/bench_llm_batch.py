@@ -45,6 +45,7 @@ from deeprepo import (
     ERROR_PREFIX,
     ChatRequest,
     Completion,
+    FastOpenAIModel,
     Ledger,
     MeteredModel,
     OpenAICompatModel,
@@ -54,7 +55,6 @@ from deeprepo import (
     parse_model_spec,
     record_lines,
 )
-from deeprepo.providers.fast_http import FastOpenAIModel
 from deeprepo.testing.loopback import spawn
 
 FAIL_MARK = "PLEASE-FAIL-THIS-ITEM"
