@@ -5,6 +5,7 @@ whole run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -279,3 +280,18 @@ def test_the_flag_chooses_the_client_and_the_start_record_says_which(
         assert start["http_client"] == client  # the flag wins over the environment
     bad = run_cli(*loopback_analyze_args(loopback, tmp_path / "bad", "--http-client", "curl"))
     assert bad.returncode == 2 and "curl" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_model_serves_one_event_loop_after_another(loopback: LoopbackServer) -> None:
+    """Callers that run ``asyncio.run`` per batch get a fresh pool for each loop, never a
+    connection bound to a closed one."""
+    model = make("fast", "openai", loopback.url)
+    for i in range(3):
+        loopback.enqueue_openai(f"answer {i}")
+        assert asyncio.run(model.complete(ask())).text == f"answer {i}"
+
+    async def close() -> None:
+        await model.aclose()
+
+    asyncio.run(close())
+    assert len(loopback.requests_for("openai")) == 3

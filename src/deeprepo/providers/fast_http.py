@@ -89,14 +89,14 @@ class HttpSession:
         return self._session
 
     def _drop(self) -> None:
-        # A session of a closed loop cannot be awaited; mark its pool closed so it is
-        # neither reused nor reported as leaked.
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            try:
-                session.connector.close()  # type: ignore[union-attr]
-            except RuntimeError:
-                pass
+        session, loop, self._session = self._session, self._loop, None
+        if session is None or session.closed:
+            return
+        if loop is not None and not loop.is_closed():
+            # Still running elsewhere: close the session on its own loop.
+            asyncio.run_coroutine_threadsafe(session.close(), loop)
+        # A closed loop's connections cannot be closed through it; they go with the
+        # session's last reference, as the SDK path's LoopBoundClient leaves them.
 
     async def aclose(self) -> None:
         session, self._session = self._session, None
