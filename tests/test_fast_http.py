@@ -295,3 +295,4 @@ def test_a_model_serves_one_event_loop_after_another(loopback: LoopbackServer) -
 
     asyncio.run(close())
     assert len(loopback.requests_for("openai")) == 3
+    assert loopback.last_request("openai").headers["user-agent"].startswith("deeprepo/")

@@ -32,6 +32,7 @@ from yarl import URL
 
 from deeprepo.base.chat import ChatRequest, Completion
 from deeprepo.base.errors import ProviderError, ProviderUnreachable
+from deeprepo.base.version import VERSION
 from deeprepo.providers.anthropic_api import anthropic_params, anthropic_usage
 from deeprepo.providers.openai_compat import (
     OPENROUTER_BASE_URL,
@@ -56,6 +57,13 @@ __all__ = [
 ANTHROPIC_VERSION = "2023-06-01"
 _OPENAI_DEFAULT = "https://api.openai.com/v1"
 _ANTHROPIC_DEFAULT = "https://api.anthropic.com"
+# A User-Agent of our own: some gateways refuse requests without one, and aiohttp's
+# default names aiohttp, not the caller.
+_COMMON_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json",
+    "User-Agent": f"deeprepo/{VERSION}",
+}
 
 
 class HttpSession:
@@ -83,7 +91,6 @@ class HttpSession:
                 timeout=self._timeout,
                 proxy=self._proxy,
                 proxy_auth=self._proxy_auth,
-                skip_auto_headers=("User-Agent",),
             )
             self._loop = loop
         return self._session
@@ -212,7 +219,7 @@ class FastOpenAIModel:
         self.base_url = url
         endpoint = url or os.environ.get("OPENAI_BASE_URL") or _OPENAI_DEFAULT
         self._url = endpoint.rstrip("/") + "/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = dict(_COMMON_HEADERS)
         headers["Authorization"] = f"Bearer {api_key}"
         for env_name, header in (
             ("OPENAI_ORG_ID", "OpenAI-Organization"),
@@ -285,8 +292,7 @@ class FastAnthropicModel:
         endpoint = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_DEFAULT
         self._url = endpoint.rstrip("/") + "/v1/messages"
         self._headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
+            **_COMMON_HEADERS,
             "x-api-key": api_key,
             "anthropic-version": ANTHROPIC_VERSION,
         }
