@@ -195,7 +195,9 @@ def test_eval_cli_prints_the_summary_and_writes_results(tmp_path: Path) -> None:
     r1 = f"r1: [{round(rows[0].reward, 3)}, {round(rows[2].reward, 3)}]"
     assert r1 in lines
     assert (out / "summary.txt").read_text() == result.stdout
-    assert json.loads((out / "eval.json").read_text())["reward_weights"]["quality"] > 0
+    described = json.loads((out / "eval.json").read_text())
+    assert described["reward_weights"]["quality"] > 0
+    assert described["http_client"] == "fast"  # the default, recorded with the figures
 
 
 @pytest.mark.e2e

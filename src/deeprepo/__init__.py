@@ -82,6 +82,8 @@ _EXPORTS: dict[str, str] = {
     "ERROR_PREFIX": "deeprepo.providers.dispatch",
     "UsageRow": "deeprepo.providers.ledger",
     "OpenAICompatModel": "deeprepo.providers.openai_compat",
+    "FastOpenAIModel": "deeprepo.providers.fast_http",
+    "FastAnthropicModel": "deeprepo.providers.fast_http",
     "Episode": "deeprepo.orchestrator.episode",
     "EpisodeConfig": "deeprepo.orchestrator.episode",
     "SandboxConfig": "deeprepo.sandbox.config",
@@ -121,6 +123,8 @@ __all__ = [
     "DeeprepoError",
     "Episode",
     "EpisodeConfig",
+    "FastAnthropicModel",
+    "FastOpenAIModel",
     "Finding",
     "GroundTruthEntry",
     "IgnoreRules",
@@ -207,6 +211,7 @@ if TYPE_CHECKING:
     from deeprepo.orchestrator.episode import Episode, EpisodeConfig
     from deeprepo.providers.budget import Budget
     from deeprepo.providers.dispatch import ERROR_PREFIX, SubDispatcher
+    from deeprepo.providers.fast_http import FastAnthropicModel, FastOpenAIModel
     from deeprepo.providers.ledger import Ledger, UsageRow
     from deeprepo.providers.metered import MeteredModel
     from deeprepo.providers.openai_compat import OpenAICompatModel

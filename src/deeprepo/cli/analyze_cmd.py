@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import typer
 
 from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits, output
+from deeprepo.cli.http_option import HttpClientOption, run_env
 from deeprepo.cli.output import Format, ResultView, Threshold, announce, progress_for
 from deeprepo.cli.progress import RunProgress
 from deeprepo.cli.signals import run_interruptible
@@ -199,6 +199,7 @@ def analyze_command(
             "(low, medium, high, critical)."
         ),
     ] = None,
+    http_client: HttpClientOption = None,
     quiet: Annotated[
         bool, typer.Option("-q", "--quiet", help="Print only errors and the result.")
     ] = False,
@@ -252,22 +253,22 @@ def analyze_command(
         from deeprepo.run.analyze import resume as resume_run
         from deeprepo.run.resume import load_run, options_from_record
 
-        values = {
-            k: v
-            for k, v in ctx.params.items()
-            if k not in (*_VIEW_PARAMS, *_NEW_RUN_PARAMS, "resume")
-        }
+        env = run_env(http_client)
+        skip = (*_VIEW_PARAMS, *_NEW_RUN_PARAMS, "resume", "http_client")
+        values = {k: v for k, v in ctx.params.items() if k not in skip}
         overrides = _given(ctx, values)
         if path is not None:
             overrides["path"] = path
         if not resume.is_dir():
             raise UsageError(f"--resume {resume} is not a directory; pass a run's --out directory")
-        resumed = options_from_record(load_run(resume), os.environ, overrides)
+        resumed = options_from_record(load_run(resume), env, overrides)
         validate(resumed)
         announce(resumed, view)
         with progress_for(view, "resume") as progress:
             handle = _run(
-                resume_run(resume, overrides=overrides, on_event=progress), resume, progress
+                resume_run(resume, overrides=overrides, env=env, on_event=progress),
+                resume,
+                progress,
             )
         finish(handle, view)
         return
@@ -335,6 +336,7 @@ def _analyze_configured(ctx: typer.Context, path: str) -> None:
         baseline=p["baseline"],
         since=p["since"],
         config_notes=tuple(messages),
+        env=run_env(p["http_client"]),
     )
     validate(options)
     announce(options, view)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deeprepo.cli import exits
+from deeprepo.cli.http_option import HttpClientOption, run_env
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
 from deeprepo.rl.bench import BenchOutcome, CellResult, execute, prepare, status_line
@@ -129,13 +130,16 @@ def bench_command(
     judge_base_url: Annotated[
         str | None, typer.Option("--judge-base-url", help="OpenAI-compatible server for --judge.")
     ] = None,
+    http_client: HttpClientOption = None,
 ) -> None:
     """Run configurations (root x sub x prompt, and single-call baselines) on the same
     repositories and compare cost, coverage, findings, unique finds and, with a ground
     truth, precision / recall / F1. Writes bench.md, bench.json and bench.png; every run is
     a normal run folder under runs/. Exit 0 when every cell finished, 3 when the bench is
     partial (failed or skipped cells: rerun to retry them), 130 when interrupted."""
-    plan = prepare(bench_file, out_dir, judge=judge, judge_base_url=judge_base_url)
+    plan = prepare(
+        bench_file, out_dir, judge=judge, judge_base_url=judge_base_url, env=run_env(http_client)
+    )
     n_conf, n_repo = len(plan.bench.config), len(plan.repos)
     err.print(
         f"bench: {n_conf} configuration(s) x {n_repo} repositor{'y' if n_repo == 1 else 'ies'} x "

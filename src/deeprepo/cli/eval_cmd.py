@@ -11,6 +11,7 @@ from rich.console import Console
 
 from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits
+from deeprepo.cli.http_option import HttpClientOption, run_env
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
 from deeprepo.rl.env.reward import RewardWeights
@@ -117,6 +118,7 @@ def eval_command(
         Path | None, typer.Option("--prices", help="JSON price override file.")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
+    http_client: HttpClientOption = None,
     log: Annotated[
         bool,
         typer.Option(
@@ -155,6 +157,7 @@ def eval_command(
         sandbox=sandbox,
         weights=_load_weights(weights),
         run_log=log,
+        env=run_env(http_client),
     )
     done = 0
 

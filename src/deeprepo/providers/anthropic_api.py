@@ -17,26 +17,54 @@ from deeprepo.base.errors import ConfigError, ProviderError
 from deeprepo.providers.openai_compat import (
     LoopBoundClient,
     _usage_warning,
+    field_of,
     translate_sdk_error,
 )
 from deeprepo.providers.spec import ModelSpec
 
-__all__ = ["AnthropicModel"]
+__all__ = ["AnthropicModel", "anthropic_params", "anthropic_usage"]
 
 _EPHEMERAL = {"type": "ephemeral"}
 
 
-def _usage_of(raw: Any, spec: ModelSpec) -> Usage:
+def anthropic_usage(raw: Any, spec: ModelSpec) -> Usage:
+    """Usage from a Messages reply's ``usage`` (an SDK object or a plain dict)."""
     if raw is None:
         _usage_warning(spec)
         return Usage()
     # Anthropic's input_tokens already excludes cache reads and writes.
     return Usage(
-        input_tokens=int(getattr(raw, "input_tokens", 0) or 0),
-        output_tokens=int(getattr(raw, "output_tokens", 0) or 0),
-        cache_read_tokens=int(getattr(raw, "cache_read_input_tokens", 0) or 0),
-        cache_write_tokens=int(getattr(raw, "cache_creation_input_tokens", 0) or 0),
+        input_tokens=int(field_of(raw, "input_tokens") or 0),
+        output_tokens=int(field_of(raw, "output_tokens") or 0),
+        cache_read_tokens=int(field_of(raw, "cache_read_input_tokens") or 0),
+        cache_write_tokens=int(field_of(raw, "cache_creation_input_tokens") or 0),
     )
+
+
+def anthropic_params(spec: ModelSpec, request: ChatRequest) -> dict[str, Any]:
+    """The JSON body of a ``/v1/messages`` call, with ``cache_control`` marks when the
+    request asks for prompt caching (the SDK adapter and the fast client send the same)."""
+    messages: list[dict[str, Any]] = [
+        {"role": m.role, "content": m.content} for m in request.messages
+    ]
+    params: dict[str, Any] = {"model": spec.model, "max_tokens": request.max_tokens}
+    if request.cache_prompt:
+        for msg in reversed(messages):
+            if msg["role"] == "user":
+                msg["content"] = [
+                    {"type": "text", "text": msg["content"], "cache_control": _EPHEMERAL}
+                ]
+                break
+    if request.system:
+        params["system"] = (
+            [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
+            if request.cache_prompt
+            else request.system
+        )
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    params["messages"] = messages
+    return params
 
 
 class AnthropicModel:
@@ -76,27 +104,7 @@ class AnthropicModel:
         return self.spec.name
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
-        messages: list[dict[str, Any]] = [
-            {"role": m.role, "content": m.content} for m in request.messages
-        ]
-        params: dict[str, Any] = {"model": self.spec.model, "max_tokens": request.max_tokens}
-        if request.cache_prompt:
-            for msg in reversed(messages):
-                if msg["role"] == "user":
-                    msg["content"] = [
-                        {"type": "text", "text": msg["content"], "cache_control": _EPHEMERAL}
-                    ]
-                    break
-        if request.system:
-            params["system"] = (
-                [{"type": "text", "text": request.system, "cache_control": _EPHEMERAL}]
-                if request.cache_prompt
-                else request.system
-            )
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        params["messages"] = messages
-        return params
+        return anthropic_params(self.spec, request)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """One Messages call; raises :class:`ProviderError` with ``retryable`` set."""
@@ -104,7 +112,7 @@ class AnthropicModel:
             resp = await self._clients.get().messages.create(**self._params(request))
         except (self._anthropic.AnthropicError, ValueError) as exc:
             raise translate_sdk_error(exc, self.spec) from exc
-        usage = _usage_of(getattr(resp, "usage", None), self.spec)
+        usage = anthropic_usage(getattr(resp, "usage", None), self.spec)
         stop = getattr(resp, "stop_reason", None)
         model = str(getattr(resp, "model", "") or self.spec.model)
         texts = [

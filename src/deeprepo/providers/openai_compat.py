@@ -27,8 +27,12 @@ __all__ = [
     "OPENROUTER_BASE_URL",
     "LoopBoundClient",
     "OpenAICompatModel",
+    "field_of",
     "make_http_client",
+    "openai_params",
+    "openai_usage",
     "parse_retry_after",
+    "status_error",
     "translate_sdk_error",
 ]
 
@@ -111,6 +115,36 @@ def _root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def status_error(
+    spec: ModelSpec,
+    status: int,
+    detail: str,
+    code: object,
+    headers: Mapping[str, str] | None,
+) -> ProviderError:
+    """The :class:`ProviderError` for an HTTP error reply, the same from the SDK adapters
+    and the fast client: retryable for 408/409/425/429 and 5xx (not a billing wall), with
+    ``retry_after`` from the headers and a hint at what to check."""
+    retry_after = parse_retry_after(headers)
+    retryable = (status in _RETRYABLE_STATUS or status >= 500) and code not in _QUOTA_CODES
+    hint = ""
+    if status in (401, 403):
+        hint = f"; check {KEY_ENV.get(spec.provider, 'the API key')} and the model's access"
+    elif status == 404:
+        from deeprepo.providers.suggest import did_you_mean
+
+        near = did_you_mean(spec.name) if spec.base_url is None else ""
+        hint = f"; check the model name {spec.model!r} and the base URL{near}"
+    elif code in _QUOTA_CODES:
+        hint = "; the account is out of credit"
+    return ProviderError(
+        f"{spec.name}: HTTP {status} {detail}{hint}",
+        retryable=retryable,
+        status=status,
+        retry_after=retry_after,
+    )
+
+
 def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
     """Turn an OpenAI/Anthropic SDK exception (both are Stainless SDKs, so the same
     shape) into a :class:`ProviderError` with ``retryable``, ``status``, ``retry_after``."""
@@ -120,26 +154,8 @@ def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
     if isinstance(status, int):
         response = getattr(exc, "response", None)
         headers = getattr(response, "headers", None)
-        retry_after = parse_retry_after(headers)
         code = getattr(exc, "code", None)
-        retryable = (status in _RETRYABLE_STATUS or status >= 500) and code not in _QUOTA_CODES
-        hint = ""
-        if status in (401, 403):
-            hint = f"; check {KEY_ENV.get(spec.provider, 'the API key')} and the model's access"
-        elif status == 404:
-            from deeprepo.providers.suggest import did_you_mean
-
-            near = did_you_mean(spec.name) if spec.base_url is None else ""
-            hint = f"; check the model name {spec.model!r} and the base URL{near}"
-        elif code in _QUOTA_CODES:
-            hint = "; the account is out of credit"
-        detail = _error_detail(exc)
-        return ProviderError(
-            f"{spec.name}: HTTP {status} {detail}{hint}",
-            retryable=retryable,
-            status=status,
-            retry_after=retry_after,
-        )
+        return status_error(spec, status, _error_detail(exc), code, headers)
     cause = exc.__cause__ or exc.__context__
     why = f" ({type(cause).__name__}: {cause})" if cause else ""
     reason = unreachable_reason(exc)
@@ -245,24 +261,55 @@ def _usage_warning(spec: ModelSpec) -> None:
     log.warning("%s sent a reply without usage; counting it as 0 tokens", spec.name)
 
 
-def _usage_of(raw: Any, spec: ModelSpec) -> tuple[Usage, float | None]:
+def field_of(obj: Any, name: str) -> Any:
+    """``obj.name`` of an SDK object, or ``obj[name]`` of the plain dict the fast client
+    reads: one reader of usage for both paths."""
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def openai_usage(raw: Any, spec: ModelSpec) -> tuple[Usage, float | None]:
+    """Usage (input without cache reads and writes) and the reported cost, if any, from a
+    ``/chat/completions`` reply's ``usage`` (an SDK object or a plain dict)."""
     if raw is None:
         _usage_warning(spec)
         return Usage(), None
-    prompt = int(getattr(raw, "prompt_tokens", 0) or 0)
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = int(getattr(details, "cached_tokens", 0) or 0)
-    written = int(getattr(details, "cache_write_tokens", 0) or 0)  # OpenRouter
+    prompt = int(field_of(raw, "prompt_tokens") or 0)
+    details = field_of(raw, "prompt_tokens_details")
+    cached = int(field_of(details, "cached_tokens") or 0)
+    written = int(field_of(details, "cache_write_tokens") or 0)  # OpenRouter
     usage = Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=int(getattr(raw, "completion_tokens", 0) or 0),
+        output_tokens=int(field_of(raw, "completion_tokens") or 0),
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )
-    cost = getattr(raw, "cost", None)  # OpenRouter reports each call's own cost
+    cost = field_of(raw, "cost")  # OpenRouter reports each call's own cost
     if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
         return usage, float(cost)
     return usage, None
+
+
+def openai_params(spec: ModelSpec, base_url: str | None, request: ChatRequest) -> dict[str, Any]:
+    """The JSON body of a ``/chat/completions`` call (the SDK adapter and the fast client
+    send the same)."""
+    messages: list[dict[str, str]] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    params: dict[str, Any] = {"model": spec.model, "messages": messages}
+    # OpenAI's own API rejects max_tokens on reasoning models; other servers may not
+    # know max_completion_tokens.
+    if spec.provider == "openai" and base_url is None:
+        params["max_completion_tokens"] = request.max_tokens
+    else:
+        params["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    if spec.provider == "openrouter":
+        params["usage"] = {"include": True}  # ask for the call's cost in usage.cost
+    return params
 
 
 class OpenAICompatModel:
@@ -311,22 +358,7 @@ class OpenAICompatModel:
         return self.spec.name
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
-        messages: list[dict[str, str]] = []
-        if request.system:
-            messages.append({"role": "system", "content": request.system})
-        messages += [{"role": m.role, "content": m.content} for m in request.messages]
-        params: dict[str, Any] = {"model": self.spec.model, "messages": messages}
-        # OpenAI's own API rejects max_tokens on reasoning models; other servers may not
-        # know max_completion_tokens.
-        if self.spec.provider == "openai" and self.base_url is None:
-            params["max_completion_tokens"] = request.max_tokens
-        else:
-            params["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            params["temperature"] = request.temperature
-        if self.spec.provider == "openrouter":
-            params["usage"] = {"include": True}  # ask for the call's cost in usage.cost
-        return params
+        return openai_params(self.spec, self.base_url, request)
 
     async def complete(self, request: ChatRequest) -> Completion:
         """One chat completion; raises :class:`ProviderError` with ``retryable`` set."""
@@ -339,7 +371,7 @@ class OpenAICompatModel:
             )
         except (self._openai.OpenAIError, ValueError) as exc:
             raise translate_sdk_error(exc, self.spec) from exc
-        usage, cost = _usage_of(getattr(resp, "usage", None), self.spec)
+        usage, cost = openai_usage(getattr(resp, "usage", None), self.spec)
         choices = getattr(resp, "choices", None) or []
         model = str(getattr(resp, "model", "") or self.spec.model)
         finish = choices[0].finish_reason if choices else None

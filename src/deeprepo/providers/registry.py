@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from deeprepo.base.chat import ChatModel, Role
 from deeprepo.base.errors import ConfigError, MissingKeyError
@@ -20,9 +21,11 @@ from deeprepo.providers.openai_compat import KEY_ENV
 from deeprepo.providers.spec import ModelSpec
 
 __all__ = [
+    "HTTP_CLIENTS",
     "LOCAL_SERVER_KEY",
     "BuildContext",
     "BuiltinProvider",
+    "HttpClient",
     "build_model",
     "builtin_providers",
     "default_models",
@@ -33,6 +36,9 @@ __all__ = [
 # SDKs refuse to start without one.
 LOCAL_SERVER_KEY = "not-needed"
 OFFLINE_MODELS = ("scripted/expert", "static")
+#: How a hosted model's calls go over HTTP: deeprepo's own aiohttp client or the SDK's.
+HttpClient = Literal["fast", "sdk"]
+HTTP_CLIENTS: tuple[HttpClient, ...] = ("fast", "sdk")
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,13 @@ def build_model(
     timeout_s: float = 600.0,
     max_connections: int = 256,
     builtin_kwargs: Mapping[str, object] | None = None,
+    http_client: HttpClient = "fast",
 ) -> ChatModel:
     """Build the model ``spec`` names for ``role`` (``"root"`` or ``"sub"``).
+
+    A hosted model talks HTTP through ``http_client``: ``"fast"`` (bare aiohttp,
+    ``providers/fast_http.py``) or ``"sdk"`` (the official OpenAI/Anthropic SDK); both send
+    the same requests and bill, retry and fail the same way.
 
     Raises :class:`MissingKeyError` when a hosted provider's key is not set; with a
     ``base_url`` (a local server) a missing key is fine.
@@ -118,6 +129,13 @@ def build_model(
             fallback = "--root scripted/expert" if role == "root" else "--sub static"
             raise MissingKeyError(f"No key found - set {key_env} or pass {fallback} (runs offline)")
         key = LOCAL_SERVER_KEY
+    if http_client not in HTTP_CLIENTS:
+        raise ConfigError(f"unknown HTTP client {http_client!r}; use fast or sdk")
+    if http_client == "fast":
+        from deeprepo.providers.fast_http import FastAnthropicModel, FastOpenAIModel
+
+        fast = FastAnthropicModel if spec.provider == "anthropic" else FastOpenAIModel
+        return fast(spec, key, spec.base_url, timeout_s=timeout_s, max_connections=max_connections)
     if spec.provider == "anthropic":
         from deeprepo.providers.anthropic_api import AnthropicModel
 

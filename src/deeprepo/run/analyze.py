@@ -179,7 +179,11 @@ def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, Respo
         saved.carry_over(ledger)
     cache = ResponseCache(options.cache_dir) if options.cache else None
     root_model = build_model(
-        plan.root_spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s
+        plan.root_spec,
+        role="root",
+        env=options.env,
+        timeout_s=calls.sdk_timeout_s,
+        http_client=calls.http_client,
     )
     # The static worker analyses whole files behind the slices it is shown.
     sub_model = build_model(
@@ -187,6 +191,7 @@ def _wire(plan: _Plan, saved: SavedRun | None) -> tuple[Wiring, ChatModel, Respo
         role="sub",
         env=options.env,
         timeout_s=calls.sdk_timeout_s,
+        http_client=calls.http_client,
         builtin_kwargs={"codebase": plan.codebase} if plan.sub_spec.provider == "static" else None,
     )
     wiring = wire(
@@ -342,6 +347,8 @@ def _log_start(
         root_model=plan.root_spec.name,
         sub_model=plan.sub_spec.name,
         offline=plan.offline,
+        # which HTTP client the hosted models used (--http-client): a figure's provenance
+        http_client=CallSettings.from_env(options.env).http_client,
         prompt=options.prompt,
         max_turns=options.limits.max_turns,
         max_cost=options.limits.max_cost,

@@ -228,7 +228,13 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
     ledger = Ledger()
     calls = CallSettings.from_env(options.env)
     try:
-        built = build_model(spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s)
+        built = build_model(
+            spec,
+            role="root",
+            env=options.env,
+            timeout_s=calls.sdk_timeout_s,
+            http_client=calls.http_client,
+        )
     except MissingKeyError:
         # the registry's hint names analyze's --root; this command takes --model
         key_env = KEY_ENV.get(spec.provider, "the provider's API key")

@@ -24,11 +24,13 @@ from deeprepo.providers.dispatch import SubDispatcher
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.metered import MeteredModel
 from deeprepo.providers.prices import PriceTable
+from deeprepo.providers.registry import HTTP_CLIENTS, HttpClient
 from deeprepo.providers.spec import ModelSpec
 from deeprepo.sandbox.config import SandboxConfig, SandboxMode
 
 __all__ = [
     "CALL_TIMEOUT_ENV",
+    "HTTP_CLIENT_ENV",
     "RETRY_BASE_ENV",
     "CallSettings",
     "RunLimits",
@@ -43,6 +45,10 @@ __all__ = [
 # benchmarks shorten retries and per-call timeouts with them.
 RETRY_BASE_ENV = "DEEPREPO_RETRY_BASE_S"
 CALL_TIMEOUT_ENV = "DEEPREPO_CALL_TIMEOUT_S"
+#: ``fast`` or ``sdk``: how hosted models talk HTTP. ``--http-client`` on analyze, eval and
+#: bench sets it in the run's environment, so every model built for the run (rollouts and
+#: bench cells included) takes the same path.
+HTTP_CLIENT_ENV = "DEEPREPO_HTTP_CLIENT"
 
 
 def at_least(flag: str, value: float | None, minimum: float, *, strict: bool = False) -> None:
@@ -105,20 +111,31 @@ class CallSettings:
 
     call_timeout_s: float = 300.0  # one attempt; an SDK's own limit stays above it
     retry_base_s: float = 1.0  # the first retry's backoff (doubling, with jitter)
+    http_client: HttpClient = "fast"  # hosted models: deeprepo's aiohttp client or the SDK
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> CallSettings:
-        """The settings, with :data:`CALL_TIMEOUT_ENV` / :data:`RETRY_BASE_ENV` applied."""
+        """The settings, with :data:`CALL_TIMEOUT_ENV`, :data:`RETRY_BASE_ENV` and
+        :data:`HTTP_CLIENT_ENV` applied."""
         timeout = _env_seconds(env, CALL_TIMEOUT_ENV, 300.0)
         return cls(
             call_timeout_s=timeout or 300.0,
             retry_base_s=_env_seconds(env, RETRY_BASE_ENV, 1.0),
+            http_client=_env_http_client(env),
         )
 
     @property
     def sdk_timeout_s(self) -> float:
         """What an SDK client is told: above the wrapper's own per-call limit."""
         return max(self.call_timeout_s * 2, 600.0)
+
+
+def _env_http_client(env: Mapping[str, str]) -> HttpClient:
+    raw = env.get(HTTP_CLIENT_ENV, "").strip().lower() or "fast"
+    for known in HTTP_CLIENTS:
+        if raw == known:
+            return known
+    raise ConfigError(f"{HTTP_CLIENT_ENV}={raw!r} is not an HTTP client; use fast or sdk")
 
 
 def _env_seconds(env: Mapping[str, str], name: str, default: float) -> float:

@@ -375,8 +375,9 @@ async def run_bench(
     calls = CallSettings.from_env(plan.env)
     judge_model: ChatModel | None = None
     if plan.judge is not None:
+        hc = calls.http_client
         judge_model = build_model(
-            plan.judge, role="root", env=plan.env, timeout_s=calls.sdk_timeout_s
+            plan.judge, role="root", env=plan.env, timeout_s=calls.sdk_timeout_s, http_client=hc
         )
 
     def emit(event: str, r: CellResult, **data: Any) -> None:

@@ -25,6 +25,7 @@ from deeprepo.providers.budget import Budget
 from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.prices import PriceTable
+from deeprepo.providers.registry import HttpClient
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.rl.env.reward import Reward, RewardWeights, compute_reward
 from deeprepo.rl.env.tasks import Task
@@ -121,6 +122,7 @@ def build_sub_model(
     env: Mapping[str, str] | None = None,
     oracle_options: Mapping[str, Any] | None = None,
     timeout_s: float = 600.0,
+    http_client: HttpClient = "fast",
 ) -> ChatModel:
     """The sub-worker for one rollout: ``oracle`` (from the task's ground truth, seeded),
     ``static``, or any provider spec."""
@@ -133,7 +135,14 @@ def build_sub_model(
             "seed": worker_seed,
             **dict(oracle_options or {}),
         }
-    return build_model(parsed, role="sub", env=env, timeout_s=timeout_s, builtin_kwargs=options)
+    return build_model(
+        parsed,
+        role="sub",
+        env=env,
+        timeout_s=timeout_s,
+        builtin_kwargs=options,
+        http_client=http_client,
+    )
 
 
 async def run_rollout(
@@ -186,6 +195,7 @@ async def run_rollout(
         env=environ,
         oracle_options=oracle_options,
         timeout_s=calls.sdk_timeout_s,
+        http_client=calls.http_client,
     )
     recorder = RecordingModel(sub_model)
     wiring = wire(

@@ -234,7 +234,11 @@ async def _run_eval(
     prices = PriceTable.load(options.prices_file)
     calls = CallSettings.from_env(options.env)
     root: ChatModel = build_model(
-        root_spec, role="root", env=options.env, timeout_s=calls.sdk_timeout_s
+        root_spec,
+        role="root",
+        env=options.env,
+        timeout_s=calls.sdk_timeout_s,
+        http_client=calls.http_client,
     )
     sub_spec = parse_model_spec(options.sub, options.sub_base_url)
     # The oracle is built per rollout (its ground truth and seed); any other sub-model is
@@ -248,6 +252,7 @@ async def _run_eval(
             base_url=options.sub_base_url,
             env=options.env,
             timeout_s=calls.sdk_timeout_s,
+            http_client=calls.http_client,
         )
     # Only sub-calls are cached: a cached root would replay one conversation for every
     # rollout of an example, which are meant to sample the model.
@@ -371,4 +376,6 @@ def describe(options: EvalOptions) -> dict[str, Any]:
         "seed": options.seed,
         "base_url": options.base_url,
         "sub_base_url": options.sub_base_url,
+        # how hosted models were called (--http-client): a figure's provenance
+        "http_client": CallSettings.from_env(options.env).http_client,
     }
