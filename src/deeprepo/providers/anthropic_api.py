@@ -10,6 +10,7 @@ wrapper; the SDK's are off.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
@@ -120,14 +121,19 @@ class AnthropicModel:
             for block in (getattr(resp, "content", None) or [])
             if getattr(block, "type", None) == "text"
         ]
-        billed = Completion("".join(texts), usage, model, stop, None)
-        if stop == "refusal":
-            raise ProviderError(
-                f"{self.name}: the model refused to answer", retryable=False, billed=billed
-            )
-        if not texts:
-            raise ProviderError(f"{self.name}: reply had no text", retryable=True, billed=billed)
-        return billed
+        return messages_completion(self.name, texts, Completion("", usage, model, stop, None))
 
     async def aclose(self) -> None:
         await self._clients.aclose()
+
+
+def messages_completion(name: str, texts: list[str], reply: Completion) -> Completion:
+    """A Messages reply, read the same way from the SDK's objects and the fast client's
+    JSON: its text blocks joined; a refusal or no text is an error that was billed
+    (``reply`` holds the usage, model and stop reason)."""
+    billed = replace(reply, text="".join(texts))
+    if reply.finish_reason == "refusal":
+        raise ProviderError(f"{name}: the model refused to answer", retryable=False, billed=billed)
+    if not texts:
+        raise ProviderError(f"{name}: reply had no text", retryable=True, billed=billed)
+    return billed

@@ -33,10 +33,15 @@ from yarl import URL
 from deeprepo.base.chat import ChatRequest, Completion
 from deeprepo.base.errors import ProviderError, ProviderUnreachable
 from deeprepo.base.version import VERSION
-from deeprepo.providers.anthropic_api import anthropic_params, anthropic_usage
+from deeprepo.providers.anthropic_api import (
+    anthropic_params,
+    anthropic_usage,
+    messages_completion,
+)
 from deeprepo.providers.openai_compat import (
     OPENROUTER_BASE_URL,
     _root_cause,
+    chat_completion,
     openai_params,
     openai_usage,
     shared_ssl_context,
@@ -248,27 +253,16 @@ class FastOpenAIModel:
             raise _malformed(self.spec, "choices is not a list of objects")
         model = str(data.get("model") or self.spec.model)
         finish = choices[0].get("finish_reason") if choices else None
-        billed = Completion("", usage, model, finish, cost) if raw_usage is not None else None
-        if not choices:
-            # OpenRouter can answer 200 with an error object instead of choices.
-            err = data.get("error")
-            why = f": {err.get('message', err) if isinstance(err, dict) else err}" if err else ""
-            raise ProviderError(
-                f"{self.name}: reply had no choices{why}", retryable=True, billed=billed
-            )
-        message = _mapping(choices[0].get("message")) or {}
-        content = message.get("content")
-        if content is None:
-            refusal = message.get("refusal")
-            if finish == "content_filter" or refusal:
-                raise ProviderError(
-                    f"{self.name}: the provider refused or filtered the reply"
-                    + (f": {refusal}" if refusal else ""),
-                    retryable=False,
-                    billed=billed,
-                )
-            raise ProviderError(f"{self.name}: reply had no content", retryable=True, billed=billed)
-        return Completion(str(content), usage, model, finish, cost)
+        message = (_mapping(choices[0].get("message")) or {}) if choices else {}
+        return chat_completion(
+            self.name,
+            Completion("", usage, model, finish, cost),
+            billed=raw_usage is not None,
+            no_choices=not choices,
+            error=data.get("error"),
+            content=message.get("content"),
+            refusal=message.get("refusal"),
+        )
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -317,14 +311,7 @@ class FastAnthropicModel:
             for block in blocks
             if isinstance(block, dict) and block.get("type") == "text"
         ]
-        billed = Completion("".join(texts), usage, model, stop, None)
-        if stop == "refusal":
-            raise ProviderError(
-                f"{self.name}: the model refused to answer", retryable=False, billed=billed
-            )
-        if not texts:
-            raise ProviderError(f"{self.name}: reply had no text", retryable=True, billed=billed)
-        return billed
+        return messages_completion(self.name, texts, Completion("", usage, model, stop, None))
 
     async def aclose(self) -> None:
         await self._http.aclose()

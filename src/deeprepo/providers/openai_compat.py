@@ -17,6 +17,7 @@ import socket
 import ssl
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
@@ -143,6 +144,41 @@ def status_error(
         status=status,
         retry_after=retry_after,
     )
+
+
+def chat_completion(
+    name: str,
+    reply: Completion,
+    *,
+    billed: bool,
+    no_choices: bool,
+    error: object,
+    content: object,
+    refusal: object,
+) -> Completion:
+    """A chat completion's reply, read the same way from the SDK's objects and the fast
+    client's JSON. ``reply`` holds its usage, model, finish reason and cost; an error
+    carries it as billed only when the provider reported usage (``billed``). No choices
+    (OpenRouter can answer 200 with an error object instead), a refusal or a filter, or no
+    content are errors; else the text."""
+    charged = reply if billed else None
+    if no_choices:
+        why = (
+            f": {error.get('message', error) if isinstance(error, dict) else error}"
+            if error
+            else ""
+        )
+        raise ProviderError(f"{name}: reply had no choices{why}", retryable=True, billed=charged)
+    if content is None:
+        if reply.finish_reason == "content_filter" or refusal:
+            raise ProviderError(
+                f"{name}: the provider refused or filtered the reply"
+                + (f": {refusal}" if refusal else ""),
+                retryable=False,
+                billed=charged,
+            )
+        raise ProviderError(f"{name}: reply had no content", retryable=True, billed=charged)
+    return replace(reply, text=str(content))
 
 
 def translate_sdk_error(exc: Exception, spec: ModelSpec) -> ProviderError:
@@ -377,27 +413,16 @@ class OpenAICompatModel:
         finish = choices[0].finish_reason if choices else None
         # Only a reply that reports usage was billed as far as we can know.
         has_usage = getattr(resp, "usage", None) is not None
-        billed = Completion("", usage, model, finish, cost) if has_usage else None
-        if not choices:
-            # OpenRouter can answer 200 with an error object instead of choices.
-            err = getattr(resp, "error", None)
-            why = f": {err.get('message', err) if isinstance(err, dict) else err}" if err else ""
-            raise ProviderError(
-                f"{self.name}: reply had no choices{why}", retryable=True, billed=billed
-            )
-        message = choices[0].message
-        content = getattr(message, "content", None)
-        if content is None:
-            refusal = getattr(message, "refusal", None)
-            if finish == "content_filter" or refusal:
-                raise ProviderError(
-                    f"{self.name}: the provider refused or filtered the reply"
-                    + (f": {refusal}" if refusal else ""),
-                    retryable=False,
-                    billed=billed,
-                )
-            raise ProviderError(f"{self.name}: reply had no content", retryable=True, billed=billed)
-        return Completion(str(content), usage, model, finish, cost)
+        message = choices[0].message if choices else None
+        return chat_completion(
+            self.name,
+            Completion("", usage, model, finish, cost),
+            billed=has_usage,
+            no_choices=not choices,
+            error=getattr(resp, "error", None),
+            content=getattr(message, "content", None),
+            refusal=getattr(message, "refusal", None),
+        )
 
     async def aclose(self) -> None:
         await self._clients.aclose()
