@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,9 +193,41 @@ def test_a_repository_config_keeps_the_audit_keys_and_refuses_the_rest(tmp_path:
     ],
 )
 def test_a_bad_value_names_its_file_and_key(tmp_path: Path, text: str, says: str) -> None:
+    """In the user's own file a bad value stops the run; in a repository's it is named
+    and left out: the repository is the audit's input and may not refuse the audit."""
     (tmp_path / ".deeprepo.toml").write_text(text)
+    settings = load_repo_config(tmp_path)
+    assert settings.values == {}
+    (said,) = settings.messages
+    assert ".deeprepo.toml" in said and says in said and "ignored" in said
+    (tmp_path / "deeprepo").mkdir()
+    (tmp_path / "deeprepo" / "config.toml").write_text(text)
     with pytest.raises(UsageError, match=says):
-        load_repo_config(tmp_path)
+        load_user_config({"XDG_CONFIG_HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (
+            lambda p: p.write_text("[tool.deeprepo]\nx = " + "[" * 5000 + "]" * 5000 + "\n"),
+            "nested too deep",
+        ),
+        (lambda p: p.write_text("# " + "x" * 1_100_000 + "\n"), "over 1,000,000"),
+        (lambda p: p.symlink_to("/etc/hostname"), "not a regular file"),
+        (lambda p: p.write_bytes(b"\xff\xfe[tool.deeprepo]\n"), "not valid TOML"),
+    ],
+)
+def test_a_repository_pyproject_that_is_no_config_never_refuses_the_audit(
+    tmp_path: Path, make: Any, says: str
+) -> None:
+    """Deep nesting (RecursionError in tomllib), a huge file, a link, bytes that are not
+    UTF-8: each is named and ignored, never an exception out of the load."""
+    make(tmp_path / "pyproject.toml")
+    settings = load_repo_config(tmp_path)
+    assert settings.values == {} and settings.files == []
+    (said,) = settings.messages
+    assert says in said and "ignored" in said
 
 
 def test_the_user_config_lives_in_xdg_config_home(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import stat
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -135,14 +136,33 @@ class Settings:
     files: list[str] = field(default_factory=list)
 
 
-def _read_toml(path: Path) -> dict[str, Any] | None:
+#: A configuration file is a few hundred bytes; a bigger one is not read.
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any] | None:
+    """The TOML table in ``path``, ``None`` when there is none; :class:`UsageError` when it
+    cannot be read as configuration (not a regular file, too large, not TOML, nested past
+    the parser's recursion). ``follow_links`` for the user's own file (dotfiles are often
+    links); a repository's link is not its configuration."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        st = path.stat() if follow_links else path.lstat()
     except FileNotFoundError:
         return None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise UsageError(f"{path} cannot be read ({exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO or a device is nobody's configuration; nor, in a repository, a link.
+        raise UsageError(f"{path} is not a regular file")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path} is {st.st_size:,} bytes, over {MAX_CONFIG_BYTES:,}")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.loads(fh.read(MAX_CONFIG_BYTES + 1).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path} is not valid TOML ({exc}); fix it or remove it") from None
+    except (RecursionError, MemoryError):
+        raise UsageError(f"{path} is nested too deep to read") from None
 
 
 def _unknown(where: str, keys: list[str]) -> list[str]:
@@ -159,8 +179,12 @@ def _apply(
     where: str,
     allowed: Mapping[str, tuple[str, Callable[[str, Any], Any]]],
     settings: Settings,
+    *,
+    lenient: bool = False,
 ) -> list[str]:
-    """Check and take the allowed keys of ``table``; return the known keys it may not set."""
+    """Check and take the allowed keys of ``table``; return the known keys it may not set.
+    A bad value is an error (the user's own file), or with ``lenient`` (a repository's)
+    a message, the key left out."""
     refused: list[str] = []
     unknown: list[str] = []
     for key, value in table.items():
@@ -169,7 +193,9 @@ def _apply(
             try:
                 settings.values[param] = check(key, value)
             except UsageError as exc:
-                raise UsageError(f"{where}: {exc}") from None
+                if not lenient:
+                    raise UsageError(f"{where}: {exc}") from None
+                settings.messages.append(f"{where}: {exc}; the key was ignored")
         elif key in _KNOWN:
             refused.append(key)
         else:
@@ -183,17 +209,26 @@ def load_repo_config(target: Path) -> Settings:
     settings = Settings()
     for name in REPO_FILES:
         path = target / name
-        data = _read_toml(path) if path.is_file() else None
-        if data is None:
+        # The repository's files are the audit's input, not the user's: one that cannot be
+        # read as configuration is named and ignored, never a reason to refuse the audit.
+        try:
+            data = _read_toml(path)
+            tool = data.get("tool", {}) if data is not None and name == "pyproject.toml" else {}
+            table = (
+                (tool.get("deeprepo") if isinstance(tool, dict) else None)
+                if name == "pyproject.toml"
+                else data
+            )
+            where = f"{path} [tool.deeprepo]" if name == "pyproject.toml" else str(path)
+            if table is not None and not isinstance(table, dict):
+                raise UsageError(f"{where} must be a table of settings")
+        except UsageError as exc:
+            settings.messages.append(f"{exc}: the repository's configuration there was ignored")
             continue
-        table = data.get("tool", {}).get("deeprepo") if name == "pyproject.toml" else data
         if table is None:
             continue
-        where = f"{path} [tool.deeprepo]" if name == "pyproject.toml" else str(path)
-        if not isinstance(table, dict):
-            raise UsageError(f"{where} must be a table of settings")
         settings.files.append(str(path))
-        refused = _apply(table, where, REPO_KEYS, settings)
+        refused = _apply(table, where, REPO_KEYS, settings, lenient=True)
         if refused:
             settings.messages.append(
                 f"{where}: refused {', '.join(refused)}: a repository's own configuration "
@@ -218,7 +253,7 @@ def load_user_config(env: Mapping[str, str] | None = None) -> Settings:
     the command line own them)."""
     settings = Settings()
     path = user_config_path(env)
-    data = _read_toml(path) if path.is_file() else None
+    data = _read_toml(path, follow_links=True)
     if data is None:
         return settings
     settings.files.append(str(path))
