@@ -15,6 +15,7 @@ from typer._click import exceptions as click_exceptions
 from deeprepo.base.errors import DeeprepoError
 from deeprepo.base.version import VERSION
 from deeprepo.cli import exits
+from deeprepo.cli.helptext import ReadableGroup
 from deeprepo.report.text import console, visible
 
 app = typer.Typer(
@@ -25,7 +26,11 @@ app = typer.Typer(
     no_args_is_help=True,
     # -h everywhere: click hands help_option_names down to every subcommand's context.
     context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=False,
+    add_completion=True,
+    # Plain click layout, rewrapped, click-style value names (cli.helptext): rich panels
+    # squeeze option help into a few words a line at 80 columns.
+    rich_markup_mode=None,
+    cls=ReadableGroup,
     pretty_exceptions_enable=False,
     epilog=exits.EXIT_CODES_HELP,
 )
