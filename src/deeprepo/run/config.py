@@ -147,7 +147,7 @@ def _read_toml(path: Path, *, follow_links: bool = False) -> dict[str, Any] | No
     links); a repository's link is not its configuration."""
     try:
         st = path.stat() if follow_links else path.lstat()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no such file (or the target is a file)
         return None
     except OSError as exc:
         raise UsageError(f"{path} cannot be read ({exc})") from None
