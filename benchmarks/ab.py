@@ -197,11 +197,15 @@ def run_bench(tree: Path, argv: list[str], timeout: float) -> str:
         check=False,
     )
     if proc.returncode != 0:
-        raise SystemExit(
+        raise BenchFailed(
             f"{script} failed (exit {proc.returncode}); its last output:\n"
             f"{(proc.stdout + proc.stderr)[-2000:]}"
         )
     return proc.stdout
+
+
+class BenchFailed(Exception):
+    """One run of a benchmark failed or ran past ``--timeout``; the other runs go on."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     benches = [shlex.split(b) for b in (args.bench or DEFAULT_BENCHES)]
     samples: dict[str, Samples] = {}
+    failed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="deeprepo-ab-") as tmp:
         old_tree = Path(tmp) / "old"
         subprocess.run(
@@ -237,7 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                         if not (sides[side] / "benchmarks" / f"{name}.py").exists():
                             print(f"{side}: no benchmarks/{name}.py", file=sys.stderr)
                             continue
-                        out = run_bench(sides[side], bench, args.timeout)
+                        try:
+                            out = run_bench(sides[side], bench, args.timeout)
+                        except (BenchFailed, subprocess.TimeoutExpired) as exc:
+                            # One hung or failed run (an old revision's bug, say) must not
+                            # throw away the medians of all the others: said, and counted.
+                            failed.append(f"round {r + 1} {side} {name}")
+                            print(f"round {r + 1} {side} {name}: FAILED: {exc}", file=sys.stderr)
+                            continue
                         figures = figures_of(name, out)
                         print(
                             f"round {r + 1} {side} {name}: {len(figures)} figures", file=sys.stderr
@@ -250,10 +262,17 @@ def main(argv: list[str] | None = None) -> int:
             )
     rows = summary(samples)
     if args.json:
-        print(json.dumps({"old": args.rev, "rounds": args.rounds, "figures": rows}, indent=2))
+        print(
+            json.dumps(
+                {"old": args.rev, "rounds": args.rounds, "figures": rows, "failed": failed},
+                indent=2,
+            )
+        )
     else:
         print(table(rows, args.rev))
-    return 0
+        if failed:
+            print(f"\n{len(failed)} run(s) failed and are not in the medians: {', '.join(failed)}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -116,3 +116,27 @@ def test_ab_runs_a_tiny_benchmark_against_head() -> None:
         ["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True, check=True
     ).stdout
     assert after == before  # the temporary worktree is gone
+
+
+@pytest.mark.e2e
+def test_a_failed_run_is_named_and_the_other_runs_still_summed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An old revision's benchmark that fails (bbe29b3's rollouts hit its cgroup bug) used to
+    end ab.py with no table: the failed run is named, the others keep their medians, exit 1."""
+    ab = _ab()
+    runs: list[Path] = []
+
+    def run_bench(tree: Path, argv: list[str], timeout: float) -> str:
+        runs.append(tree)
+        if len(runs) == 1:
+            raise ab.BenchFailed("the kernel exited while starting")
+        return "FIGURE exec_ms=0.5 ms lower\n"
+
+    monkeypatch.setattr(ab, "run_bench", run_bench)
+    code = ab.main(["HEAD", "bench_kernel", "--rounds", "2", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert report["failed"] == ["round 1 old bench_kernel"]
+    (row,) = report["figures"]
+    assert (row["old_n"], row["new_n"]) == (1, 2) and row["ratio"] == 1.0
