@@ -467,3 +467,21 @@ def test_a_json_reply_is_read_as_the_shape_that_opens_it(
     """A reply whose JSON is one object is read as that object, whatever lists and objects
     it nests (and likewise a list), also after leading whitespace."""
     assert reply_items(reply) == items
+
+
+def test_a_reply_nested_past_the_parser_names_its_lines_instead_of_failing() -> None:
+    """A worker reply the analysed code talked into ``[[[[…`` raised RecursionError out of
+    the reward (json.loads raises it, not ValueError): it is no JSON, so its "line N"s count."""
+    reply = "See line 12. " + "[" * 100_000 + "]" * 100_000
+    assert reply_items(reply) == [(None, 12)]
+
+
+def test_reply_json_tries_fences_then_the_text_and_skips_what_does_not_parse() -> None:
+    from deeprepo.base.jsonl import reply_json
+
+    # The fence, then the whole text: its first "{" to its last "}" is the fenced object
+    # again, then its list; the unclosed {"b": is never tried alone.
+    text = '```json\n{"a": 1}\n```\nthen [2, 3] and {"b": '
+    assert list(reply_json(text)) == [{"a": 1}, {"a": 1}, [2, 3]]
+    assert list(reply_json("[1] {2}", earliest_first=True)) == [[1]]
+    assert list(reply_json('x [1] {"k": 2}', "{")) == [{"k": 2}]

@@ -13,6 +13,7 @@ lines cannot cost gigabytes of memory; what it left out is counted for the reade
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ __all__ = [
     "read_bounded",
     "read_objects",
     "record_lines",
+    "reply_json",
 ]
 
 
@@ -183,3 +185,29 @@ def _lines(fh: BinaryIO, max_line_bytes: int) -> Iterator[bytes | None]:
             yield None
             continue
         yield line
+
+
+_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_PAIRS = {"{": "}", "[": "]"}
+
+
+def reply_json(text: str, openers: str = "{[", *, earliest_first: bool = False) -> Iterator[Any]:
+    """The JSON values a model's reply holds, in the order a reader tries them: each fenced
+    block, then the whole text; in each, from the first ``opener`` to the last matching
+    closer (``openers`` in the order given, or whichever opens first). What does not parse
+    is skipped, deep nesting included (a reply the analysed code talked into ``[[[[…``
+    raises RecursionError, not ValueError)."""
+    for cand in (*_FENCE_RE.findall(text), text):
+        order = (
+            sorted(openers, key=lambda o: cand.find(o) if o in cand else len(cand))
+            if earliest_first
+            else openers
+        )
+        for opener in order:
+            start, end = cand.find(opener), cand.rfind(_PAIRS[opener])
+            if start == -1 or end <= start:
+                continue
+            try:
+                yield json.loads(cand[start : end + 1])
+            except (ValueError, RecursionError):
+                continue

@@ -8,19 +8,17 @@ in the prompt and the report, and the reply's JSON block becomes findings.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Message, Usage
 from deeprepo.base.errors import BudgetExceeded, MissingKeyError, ProviderError, UsageError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
+from deeprepo.base.jsonl import reply_json
 from deeprepo.base.prompts import BASELINE_SYSTEM_PROMPT, render_file_block
 from deeprepo.base.records import RunResult, StopReason, Turn
 from deeprepo.base.version import VERSION
@@ -164,31 +162,22 @@ def pack_codebase(codebase: Codebase, budget_chars: int) -> tuple[list[str], lis
 
 def parse_baseline_findings(reply: str, known_files: set[str]) -> list[Finding]:
     """Findings from the reply's JSON block (``{"findings": [...]}`` or a bare list)."""
-    candidates = [*re.findall(r"```(?:json)?\s*(.*?)```", reply, re.S), reply]
-    for cand in candidates:
-        for opener, closer in (("{", "}"), ("[", "]")):
-            start, end = cand.find(opener), cand.rfind(closer)
-            if start == -1 or end <= start:
+    for data in reply_json(reply):
+        if isinstance(data, dict):
+            data = data.get("findings", [])
+        if not isinstance(data, list):
+            continue
+        out: list[Finding] = []
+        for item in data:
+            if not isinstance(item, dict):
                 continue
             try:
-                data: Any = json.loads(cand[start : end + 1])
-            except (ValueError, RecursionError):  # a reply the repository talked into [[[[…
+                finding = finding_from_dict(item)
+            except ValueError:
                 continue
-            if isinstance(data, dict):
-                data = data.get("findings", [])
-            if not isinstance(data, list):
-                continue
-            out: list[Finding] = []
-            for item in data:
-                if not isinstance(item, dict):
-                    continue
-                try:
-                    finding = finding_from_dict(item)
-                except ValueError:
-                    continue
-                if finding.file in known_files:
-                    out.append(finding)
-            return dedupe(out)
+            if finding.file in known_files:
+                out.append(finding)
+        return dedupe(out)
     return []
 
 

@@ -7,14 +7,13 @@ recorded apart from the runs' (which stay equal to their own ledgers).
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from deeprepo.base.chat import ChatModel, ChatRequest, Message, UsageRowDict
 from deeprepo.base.errors import BudgetExceeded, ProviderError
+from deeprepo.base.jsonl import reply_json
 from deeprepo.providers.budget import Budget
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.prices import PriceTable
@@ -82,14 +81,7 @@ def _score(value: object) -> float | None:
 def parse_verdict(text: str) -> tuple[dict[str, float], float | None, str]:
     """Scores, overall and rationale from the judge's reply; raises ValueError when the
     reply holds no JSON object with at least one rubric score."""
-    for cand in (*re.findall(r"```(?:json)?\s*(.*?)```", text, re.S), text):
-        start, end = cand.find("{"), cand.rfind("}")
-        if start == -1 or end <= start:
-            continue
-        try:
-            data = json.loads(cand[start : end + 1])
-        except ValueError:
-            continue
+    for data in reply_json(text, "{"):
         if not isinstance(data, dict):
             continue
         scores = {k: s for k in RUBRIC_KEYS if (s := _score(data.get(k))) is not None}

@@ -3,53 +3,40 @@ replies, matched to ground-truth entries (the reward's grounding part)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
+from deeprepo.base.jsonl import reply_json
 from deeprepo.findings.coverage import CoverageIndex, prompt_lines
 from deeprepo.findings.grading import DEFAULT_TOLERANCE, GroundTruthEntry
 
 __all__ = ["grounded_entries", "reply_items"]
 
 _LINE_RE = re.compile(r"(?i)\blines?\b\W{0,3}(\d+)")
-_FENCE_RE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
 def reply_items(text: str) -> list[tuple[str | None, int]]:
     """``(file or None, line)`` of every finding a worker's reply names: the items of its
     JSON (plain, fenced or inside prose), else every "line N" it mentions."""
-    for cand in [*_FENCE_RE.findall(text), text]:
-        # An object or a list, whichever opens first.
-        pairs = sorted(
-            (("{", "}"), ("[", "]")),
-            key=lambda oc: cand.find(oc[0]) if oc[0] in cand else len(cand),
-        )
-        for opener, closer in pairs:
-            start, end = cand.find(opener), cand.rfind(closer)
-            if start == -1 or end <= start:
+    # An object or a list, whichever opens first.
+    for data in reply_json(text, earliest_first=True):
+        if isinstance(data, dict):
+            # One finding object is named by the keys a list item is named by.
+            one = "line" in data or "start_line" in data
+            data = data.get("findings", [data] if one else [])
+        if not isinstance(data, list):
+            continue
+        out: list[tuple[str | None, int]] = []
+        for item in data:
+            if not isinstance(item, dict):
                 continue
             try:
-                data = json.loads(cand[start : end + 1])
+                line = int(str(item.get("line", item.get("start_line", ""))).split("-")[0])
             except ValueError:
                 continue
-            if isinstance(data, dict):
-                # One finding object is named by the keys a list item is named by.
-                one = "line" in data or "start_line" in data
-                data = data.get("findings", [data] if one else [])
-            if not isinstance(data, list):
-                continue
-            out: list[tuple[str | None, int]] = []
-            for item in data:
-                if not isinstance(item, dict):
-                    continue
-                try:
-                    line = int(str(item.get("line", item.get("start_line", ""))).split("-")[0])
-                except ValueError:
-                    continue
-                name = item.get("file")
-                out.append((str(name).removeprefix("./") if name else None, line))
-            return out
+            name = item.get("file")
+            out.append((str(name).removeprefix("./") if name else None, line))
+        return out
     return [(None, int(m)) for m in _LINE_RE.findall(text)]
 
 
