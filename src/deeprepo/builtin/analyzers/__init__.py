@@ -71,7 +71,7 @@ def analyze_texts(
     also scans files it expects to be asked about next).
 
     The texts are untrusted: a file whose secrets scan passes ``secrets_budget_s``, or
-    every file left once ``stop`` is set, gets a ``bounded`` warning instead of a hang.
+    every file left once ``stop`` is set, gets a warning (the file is not analysed) instead of a hang.
     The budget defaults to :func:`~.secrets.secrets_budget_s` of each file's size.
     """
     semgrep_at = [i for i, (path, text) in enumerate(files) if semgrep_applies(path, text)]
@@ -112,7 +112,7 @@ def analyze_texts(
 
 
 _NOT_STARTED = AnalyzerWarning(
-    "analyzers", "not analysed by analyzers: the run ended before this file's turn", bounded=True
+    "analyzers", "not analysed by analyzers: the run ended before this file's turn"
 )
 _POOL_LOCK = threading.Lock()
 _pool: ThreadPoolExecutor | None = None

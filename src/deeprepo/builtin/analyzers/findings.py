@@ -65,9 +65,6 @@ class AnalyzerWarning:
 
     tool: str
     message: str
-    #: The analyzer stopped on a time bound (hostile input), not on what the file is: the
-    #: file is not audited and the run says so (exit 3), rather than a skip by design.
-    bounded: bool = False
 
     def to_json(self, file: str) -> dict[str, str]:
         return {"file": file, "tool": self.tool, "message": self.message}

@@ -89,7 +89,6 @@ def secrets_warning(exc: ScanBudgetExceeded, budget_s: float) -> AnalyzerWarning
     return AnalyzerWarning(
         "detect-secrets",
         f"not analysed by detect-secrets: stopped at line {exc.line}, {why}",
-        bounded=True,
     )
 
 
