@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "family_hint": "deeprepo.rl.env.oracle_text",
     # policies
     "RESEARCH_POLICIES": "deeprepo.rl.policies",
+    "upper_bound_policy": "deeprepo.rl.policies.routes_hard",
     # evals
     "EvalOptions": "deeprepo.rl.evals.runner",
     "EvalRun": "deeprepo.rl.evals.runner",
@@ -111,6 +112,7 @@ __all__ = [
     "stop_condition",
     "task_from_generated",
     "task_seeds",
+    "upper_bound_policy",
 ]
 
 
