@@ -23,7 +23,7 @@ from deeprepo.sandbox.config import SandboxConfig
 
 pytestmark = pytest.mark.e2e
 
-HARD = ("expert", "own-prompts", "random-subset", "routes-first", "upper-bound")
+HARD = ("expert", "own-prompts", "random-subset", "pack-all", "routes-first", "upper-bound")
 ROUTES = ("spray", "duplicates", "whole-file", "repeat-pad", "verbatim")
 REFERENCES = ("expert", "expert-unchecked", "per-file")
 SPECS = [
@@ -86,6 +86,8 @@ def test_the_hard_tier_leaves_room_above_the_expert(hard_means: dict[str, float]
     # Choosing what to read pays: the budget-aware honest policy beats a random choice,
     # and the ceiling is well above both.
     assert m["routes-first"] >= m["random-subset"] + 0.15, m
+    # ... and beats showing everything at once in long prompts, with no choice made.
+    assert m["routes-first"] >= m["pack-all"] + 0.05, m
     assert m["upper-bound"] >= m["routes-first"] + 0.05, m
     assert m["upper-bound"] >= max(m["expert"], m["own-prompts"]) + 0.3, m
 

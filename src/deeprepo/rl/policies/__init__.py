@@ -29,6 +29,7 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     # Issue 19 item 4: the hard tier's policies (upper-bound is built per task:
     # routes_hard.upper_bound_policy).
     "random-subset": routes_hard.RANDOM_SUBSET,
+    "pack-all": routes_hard.PACK_ALL,
     "routes-first": routes_hard.ROUTES_FIRST,
     # Issue 19 item 5: gaming routes of the hard stream.
     "spray": routes_hard.SPRAY,

@@ -7,6 +7,8 @@ run as they are (they do not plan for a budget: the calls past it are refused). 
 ``random-subset``   reads a random subset of the source files within the budget: files
                     packed up to ~700 lines a prompt, one prompt per call, the replies
                     recorded as they come (the floor a budget-aware root must beat);
+``pack-all``        no choice at all: every source file, in order, packed evenly into the
+                    calls the budget allows (long prompts: full coverage, little recall);
 ``routes-first``    honest and budget-aware, without the ground truth: half the calls on
                     the files that import the most local modules (routes, entry points)
                     with their import closures, ~700 lines a prompt; the other half shows
@@ -45,6 +47,7 @@ from deeprepo.builtin.scripted import ScriptedPolicy, make_policy, register_poli
 
 __all__ = [
     "DUPLICATES",
+    "PACK_ALL",
     "RANDOM_SUBSET",
     "REPEAT_PAD",
     "ROUTES_FIRST",
@@ -125,6 +128,14 @@ rng.shuffle(order)
 chosen = packed([[p] for p in order])
 ask(chosen)
 print("read", sum(map(len, chosen)), "of", len(sources), "files in", len(chosen), "prompts")
+"""
+)
+
+PACK_ALL = _program(
+    r"""
+chosen = with_the_rest([])
+ask(chosen)
+print("every file in", len(chosen), "prompts")
 """
 )
 
