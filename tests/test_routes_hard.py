@@ -93,7 +93,7 @@ def test_the_hard_tier_leaves_room_above_the_expert(hard_means: dict[str, float]
 
 
 def test_upper_bound_reads_the_ground_truth_files_first() -> None:
-    gt = [
+    gt: list[dict[str, object]] = [
         {"file": "b.py", "related": [{"file": "a.py", "line": 3}]},
         {"file": "c.py", "related": []},
     ]

@@ -26,6 +26,7 @@ from deeprepo.rl.env.tasks import (
 from deeprepo.rl.tasks.hard import (
     HARD_FILES,
     LINES_PER_CALL,
+    HardTask,
     code_lines,
     generate_hard_task,
     generate_hard_tasks,
@@ -37,7 +38,7 @@ _LOGIC = {"missing-authorization", "off-by-one", "race-condition"}
 
 
 @pytest.fixture(scope="module")
-def hard_tasks() -> list[object]:
+def hard_tasks() -> list[HardTask]:
     return [generate_hard_task(seed, lang) for seed in (3, 4) for lang in ("python", "js")]
 
 
@@ -47,10 +48,10 @@ def test_same_seed_same_bytes() -> None:
     assert a.task.files != generate_hard_task(6, "js").task.files
 
 
-def test_size_budget_and_bug_mix(hard_tasks: list[object]) -> None:
+def test_size_budget_and_bug_mix(hard_tasks: list[HardTask]) -> None:
     for hard in hard_tasks:
-        task = hard.task  # type: ignore[attr-defined]
-        budget = hard.sub_call_budget  # type: ignore[attr-defined]
+        task = hard.task
+        budget = hard.sub_call_budget
         lo, hi = HARD_FILES
         assert lo <= len(task.files) <= hi, task.task_id
         # Fewer calls than files, and too few to show every line at 800 lines a prompt.
@@ -64,9 +65,9 @@ def test_size_budget_and_bug_mix(hard_tasks: list[object]) -> None:
     assert LINES_PER_CALL > 800
 
 
-def test_ground_truth_points_at_real_lines(hard_tasks: list[object]) -> None:
+def test_ground_truth_points_at_real_lines(hard_tasks: list[HardTask]) -> None:
     for hard in hard_tasks:
-        task = hard.task  # type: ignore[attr-defined]
+        task = hard.task
         for e in task.ground_truth:
             lines = task.files[e.file].split("\n")
             assert 1 <= e.start_line <= e.sink_line <= e.end_line <= len(lines), e
@@ -77,11 +78,11 @@ def test_ground_truth_points_at_real_lines(hard_tasks: list[object]) -> None:
                 assert "req" in source, (e.id, source)
 
 
-def test_flows_pass_through_helpers_in_other_modules(hard_tasks: list[object]) -> None:
+def test_flows_pass_through_helpers_in_other_modules(hard_tasks: list[HardTask]) -> None:
     """Some routes reach their sink through a helper defined in a third module."""
     through_hop = 0
     for hard in hard_tasks:
-        task = hard.task  # type: ignore[attr-defined]
+        task = hard.task
         defined = {
             m.group(1): path
             for path, text in task.files.items()

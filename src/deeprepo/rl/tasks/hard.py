@@ -19,7 +19,6 @@ ordinary generator does, so it stays exact.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
@@ -401,5 +400,5 @@ def generate_hard_tasks(out_dir: Path, *, seed: int, n: int, lang: str) -> list[
         hard.write(task_dir)
         infos.append(hard.task.info())
         lines.append(hard.info())
-    write_atomic(out_dir / "index.json", json.dumps(lines, sort_keys=True, indent=2) + "\n")
+    write_atomic(out_dir / "index.json", dumps(lines))
     return infos
