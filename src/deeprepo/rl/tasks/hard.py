@@ -6,7 +6,9 @@ services side by side (``services/<name>/``), each a project of the ordinary gen
 
 * more bugs and decoys, about half of them logic and authorisation defects (a missing
   ownership check, an inverted or wrong role test, an off-by-one limit, a check-then-act
-  race) that no sink grep finds, and a guarded decoy beside most cross-file bugs;
+  race) that no sink grep finds, some of them split across a route and the helper it asks
+  (``hard_flows``: the owner compared with the wrong field, the wrong role compared, a
+  quota off by one), with correct helpers of the same shape as decoys;
 * cross-file flows that span two to four modules: the route that reads the request value,
   zero to two thin helpers in other modules that pass it on, and the sink;
 * a **sub-call budget** (:func:`sub_call_budget`): fewer worker calls than the task has
@@ -32,6 +34,7 @@ from deeprepo.rl.tasks.catalogue import snippets, util_modules
 from deeprepo.rl.tasks.extras import add_code_extras, text_extras
 from deeprepo.rl.tasks.flows import renamed
 from deeprepo.rl.tasks.generator import task_seeds
+from deeprepo.rl.tasks.hard_flows import authz_flows
 from deeprepo.rl.tasks.layout import choose_style
 from deeprepo.rl.tasks.naming import DOMAINS, project_name, snake_to_kebab
 from deeprepo.rl.tasks.planting import (
@@ -125,9 +128,13 @@ def _claim(s: Snippet) -> tuple[str, str] | None:
 
 
 def _plan(rng: random.Random, lang: str, n_bugs: int, n_decoys: int) -> list[Snippet]:
-    """Bugs (half logic, the rest cross-file flows first), then decoys; no slot taken twice."""
+    """Bugs (half logic, a part of them authorisation flows across a route and a helper
+    module; the rest cross-file flows first), then decoys; no slot taken twice."""
     cat = list(snippets(lang))
+    authz = authz_flows(lang)
     pools = {
+        "authz": [s for s in authz if s.vulnerable],
+        "authz-decoy": [s for s in authz if not s.vulnerable],
         "logic": [s for s in cat if s.vulnerable and s.kind in _LOGIC_KINDS],
         "flow": [s for s in cat if s.vulnerable and s.source is not None],
         "other": [s for s in cat if s.vulnerable and s.kind not in _LOGIC_KINDS],
@@ -136,8 +143,12 @@ def _plan(rng: random.Random, lang: str, n_bugs: int, n_decoys: int) -> list[Sni
     claims: set[tuple[str, str]] = set()
     chosen: list[Snippet] = []
     n_logic = round(n_bugs * _LOGIC_SHARE)
-    wanted = [("logic", n_logic), ("flow", (n_bugs - n_logic + 1) // 2)]
-    wanted += [("other", n_bugs - n_logic - wanted[1][1]), ("decoy", n_decoys)]
+    n_authz = max(1, n_logic // 2)  # the logic bugs that span a route and a helper module
+    n_flow = (n_bugs - n_logic + 1) // 2
+    n_authz_decoys = max(1, n_decoys // 3)
+    wanted = [("authz", n_authz), ("logic", n_logic - n_authz), ("flow", n_flow)]
+    wanted += [("other", n_bugs - n_logic - n_flow), ("authz-decoy", n_authz_decoys)]
+    wanted += [("decoy", n_decoys - n_authz_decoys)]
     for pool, count in wanted:
         picked = 0
         for _ in range(count * 4):
