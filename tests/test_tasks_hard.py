@@ -173,3 +173,18 @@ def test_a_rollout_is_held_to_the_budget_and_told_it() -> None:
     assert result.sub_calls_refused > 0  # the expert asks for more than the budget allows
     assert len(recorder.replies) == result.sub_calls
     assert f"You may make {budget} worker calls" in seen[0]
+
+
+def test_a_bench_on_the_hard_tier_is_held_to_the_budget(tmp_path: Path) -> None:
+    from deeprepo.rl.bench.config import RepoSpec
+    from deeprepo.rl.bench.repos import held_sub_calls, resolve_repos
+
+    [repo] = resolve_repos([RepoSpec(generate="hard:seed=2:lang=js")], tmp_path, tmp_path)
+    budget = json.loads((repo.path.parent / "task.json").read_text())["sub_call_budget"]
+    assert held_sub_calls(2000, repo.path) == budget
+    assert held_sub_calls(None, repo.path) == budget
+    assert held_sub_calls(1, repo.path) == 1
+    # An ordinary repository keeps the configured limit.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert held_sub_calls(2000, plain) == 2000
