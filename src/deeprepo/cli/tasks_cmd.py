@@ -12,7 +12,7 @@ from rich.table import Table
 from deeprepo.base.errors import UsageError
 from deeprepo.report.rundir import check_out_dir
 from deeprepo.rl.tasks import generate_tasks
-from deeprepo.rl.tasks.hard import HARD_SIZE, generate_hard_tasks
+from deeprepo.rl.tasks.hard_spec import HARD_SIZE
 
 out = Console()
 
@@ -55,6 +55,8 @@ def generate_command(
         raise UsageError(f"--seed must be 0 or more, not {seed}")
     check_out_dir(out_dir, "OUT_DIR")
     if size == HARD_SIZE:
+        from deeprepo.rl.tasks.hard import generate_hard_tasks
+
         infos = generate_hard_tasks(out_dir, seed=seed, n=n, lang=lang)
     else:
         infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)

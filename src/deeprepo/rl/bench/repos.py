@@ -15,6 +15,7 @@ from pathlib import Path
 
 from deeprepo.base.errors import UsageError
 from deeprepo.rl.bench.config import RepoSpec
+from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, TASK_FILE
 
 __all__ = ["BenchRepo", "resolve_repos"]
 
@@ -81,7 +82,8 @@ def _from_folder(folder: Path, label: str) -> list[BenchRepo]:
 def _generated(spec_text: str, tasks_root: Path) -> list[BenchRepo]:
     from deeprepo.rl.env.tasks import parse_task_spec
     from deeprepo.rl.tasks import generate_tasks
-    from deeprepo.rl.tasks.hard import HARD_SIZE, generate_hard_tasks
+    from deeprepo.rl.tasks.hard import generate_hard_tasks
+    from deeprepo.rl.tasks.hard_spec import HARD_SIZE
 
     spec = parse_task_spec(spec_text)
     n = spec.n or 1
@@ -99,13 +101,11 @@ def _generated(spec_text: str, tasks_root: Path) -> list[BenchRepo]:
 def held_sub_calls(limit: int | None, repo: Path) -> int | None:
     """``limit``, or the sub-call budget of a hard task (its ``task.json`` beside ``repo/``)
     when that is smaller: a bench on the hard tier is held to it as eval is."""
-    from deeprepo.rl.tasks.hard import TASK_FILE
-
     path = repo.parent / TASK_FILE
     if repo.name != "repo" or not path.is_file():
         return limit
     try:
-        budget = json.loads(path.read_text("utf-8")).get("sub_call_budget")
+        budget = json.loads(path.read_text("utf-8")).get(BUDGET_KEY)
     except (OSError, ValueError, AttributeError):
         raise UsageError(f"{path} is not a task's JSON; regenerate it") from None
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from deeprepo.base.errors import UsageError
 from deeprepo.codebase.loader import codebase_from_files, load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.rl.tasks.hard import HARD_LANGS, HARD_SIZE, TASK_FILE
+from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, HARD_LANGS, HARD_SIZE, TASK_FILE
 from deeprepo.rl.tasks.spec import LANGS, SIZES
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ __all__ = [
 
 _SPEC_KEYS = ("seed", "lang", "n")
 _TIERS = (*SIZES, HARD_SIZE)
-BUDGET_KEY = "sub_call_budget"
-"""The key of ``Task.metadata`` (and of a hard task's ``task.json``) holding its sub-call budget."""
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from deeprepo.rl.tasks.extras import add_code_extras, text_extras
 from deeprepo.rl.tasks.flows import renamed
 from deeprepo.rl.tasks.generator import task_seeds
 from deeprepo.rl.tasks.hard_flows import authz_flows
+from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, HARD_LANGS, HARD_SIZE, TASK_FILE
 from deeprepo.rl.tasks.layout import choose_style
 from deeprepo.rl.tasks.naming import DOMAINS, project_name, snake_to_kebab
 from deeprepo.rl.tasks.planting import (
@@ -65,16 +66,12 @@ __all__ = [
     "sub_call_budget",
 ]
 
-HARD_SIZE = "hard"
 HARD_FILES = (100, 500)
 """Inclusive band of the tier's file counts (the repository's extras included)."""
-HARD_LANGS = ("python", "js")
 LINES_PER_CALL = 2000
 """Code lines a budget of one call stands for: 2.5 times the 800 lines a worker (the oracle,
 and most models) reads with full attention, so even packed prompts cannot show a worker every
 line at full attention and the root must choose what to read."""
-TASK_FILE = "task.json"
-"""Beside ``ground_truth.json``: the task's sub-call budget, read back by the environment."""
 
 _SERVICE_FILES = 230  # the most files one service holds; a bigger task holds several
 _BUGS_PER_100 = (3, 5)  # bugs per 100 files, drawn once per task
@@ -99,12 +96,12 @@ class HardTask:
 
     def info(self) -> dict[str, object]:
         """One line of ``index.json``: the task's info and its budget."""
-        return {**self.task.info().to_dict(), "sub_call_budget": self.sub_call_budget}
+        return {**self.task.info().to_dict(), BUDGET_KEY: self.sub_call_budget}
 
     def write(self, task_dir: Path) -> None:
         """``repo/``, ``ground_truth.json`` and ``task.json`` (the budget), byte-stable."""
         self.task.write(task_dir)
-        write_atomic(task_dir / TASK_FILE, dumps({"sub_call_budget": self.sub_call_budget}))
+        write_atomic(task_dir / TASK_FILE, dumps({BUDGET_KEY: self.sub_call_budget}))
 
 
 def code_lines(files: dict[str, str]) -> int:

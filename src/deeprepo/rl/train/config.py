@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deeprepo.base.errors import ConfigError
-from deeprepo.rl.tasks.hard import HARD_LANGS, HARD_SIZE
+from deeprepo.rl.tasks.hard_spec import HARD_LANGS, HARD_SIZE
 from deeprepo.rl.tasks.spec import LANGS, SIZES
 
 __all__ = [
