@@ -125,6 +125,9 @@ def test_spec_and_disk_carry_the_budget(tmp_path: Path) -> None:
     [bare] = load_tasks(tmp_path)
     assert bare.sub_call_budget == mem.sub_call_budget
     assert any("sub-call budget" in n for n in bare.get_codebase().metadata.notes)
+    (tmp_path / mem.id / "task.json").write_text('{"sub_call_budget": 0}')
+    with pytest.raises(UsageError, match="sub_call_budget must be a whole number"):
+        load_tasks(tmp_path)
 
 
 def test_cli_generates_the_hard_tier(tmp_path: Path) -> None:

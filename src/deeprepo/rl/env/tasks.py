@@ -155,44 +155,45 @@ def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]
     ]
 
 
-def task_from_generated(gen: GeneratedTask) -> Task:
-    """A rollout :class:`Task` from one generated repository (no disk)."""
+def task_from_generated(gen: GeneratedTask, sub_call_budget: int | None = None) -> Task:
+    """A rollout :class:`Task` from one generated repository (no disk); ``sub_call_budget``
+    (the hard tier's) goes into its metadata and the codebase's notes."""
     files = dict(gen.files)
-    return Task(
-        id=gen.task_id,
-        files=files,
-        ground_truth=[e.to_dict() for e in gen.ground_truth],
-        metadata={k: v for k, v in gen.info().to_dict().items() if k != "path"},
-        codebase=codebase_from_files(files, root_name=gen.task_id),
-    )
-
-
-def task_from_hard(hard: HardTask) -> Task:
-    """A rollout :class:`Task` from a hard task: its budget in the metadata and the notes."""
-    gen = hard.task
-    files = dict(gen.files)
-    metadata = {k: v for k, v in gen.info().to_dict().items() if k != "path"}
-    metadata[BUDGET_KEY] = hard.sub_call_budget
+    metadata: dict[str, Any] = {k: v for k, v in gen.info().to_dict().items() if k != "path"}
+    if sub_call_budget is not None:
+        metadata[BUDGET_KEY] = sub_call_budget
     return Task(
         id=gen.task_id,
         files=files,
         ground_truth=[e.to_dict() for e in gen.ground_truth],
         metadata=metadata,
         codebase=codebase_from_files(
-            files, root_name=gen.task_id, notes=budget_notes(hard.sub_call_budget)
+            files, root_name=gen.task_id, notes=budget_notes(sub_call_budget)
         ),
     )
 
 
+def task_from_hard(hard: HardTask) -> Task:
+    """A rollout :class:`Task` from a hard task, held to its sub-call budget."""
+    return task_from_generated(hard.task, hard.sub_call_budget)
+
+
 def _read_budget(task_dir: Path, metadata: dict[str, Any]) -> None:
-    """A hard task's budget from its ``task.json`` into ``metadata`` (kept if already there)."""
+    """A hard task's budget (its ``task.json``, else its ``index.json`` line) into
+    ``metadata``, checked; nothing for a task without one."""
     path = task_dir / TASK_FILE
-    if BUDGET_KEY in metadata or not path.is_file():
+    if path.is_file():
+        data = _read_json(path)
+        budget = data.get(BUDGET_KEY) if isinstance(data, dict) else None
+    elif BUDGET_KEY in metadata:
+        path, budget = task_dir.parent / "index.json", metadata[BUDGET_KEY]
+    else:
         return
-    data = _read_json(path)
-    budget = data.get(BUDGET_KEY) if isinstance(data, dict) else None
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
-        raise UsageError(f"{path}: {BUDGET_KEY} must be a whole number of at least 1")
+        raise UsageError(
+            f"{path}: {BUDGET_KEY} must be a whole number of at least 1; regenerate the task "
+            "with `deeprepo tasks generate --size hard`"
+        )
     metadata[BUDGET_KEY] = budget
 
 
