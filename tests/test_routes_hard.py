@@ -96,11 +96,12 @@ def test_the_hard_tier_leaves_room_above_the_expert(hard_means: dict[str, float]
 
 def test_upper_bound_reads_the_ground_truth_files_first() -> None:
     gt: list[dict[str, object]] = [
-        {"file": "b.py", "related": [{"file": "a.py", "line": 3}]},
-        {"file": "c.py", "related": []},
+        {"file": "b.py", "vulnerable": True, "related": [{"file": "a.py", "line": 3}]},
+        {"file": "c.py", "vulnerable": True, "related": []},
+        {"file": "d.py", "vulnerable": False, "related": []},
     ]
     [program] = upper_bound_program(gt)
-    assert 'KNOWN = [["b.py", "a.py"], ["c.py"]]' in program
+    assert 'KNOWN = [["b.py", "a.py"], ["c.py"]]' in program  # a decoy's file is not read first
     assert "call_budget()" in program
 
 

@@ -14,8 +14,8 @@ run as they are (they do not plan for a budget: the calls past it are refused). 
                     with their import closures, ~700 lines a prompt; the other half shows
                     the rest of the code in long packed prompts (coverage, little recall);
 ``upper-bound``     allowed to see everything (:func:`upper_bound_policy`, built per task
-                    from its ground truth): the files of every planted bug and decoy with
-                    the files their flow starts in, ~700 lines a prompt, then the rest of
+                    from its ground truth): the files of every planted bug with the file
+                    its flow starts in, ~700 lines a prompt, then the rest of
                     the code packed into the calls left, for coverage. The documented
                     ceiling of the tier.
 
@@ -166,10 +166,12 @@ print("read", sum(map(len, chosen)), "of", len(sources), "files in", len(chosen)
 
 
 def upper_bound_program(ground_truth: Sequence[Mapping[str, object]]) -> list[str]:
-    """The ceiling's program for one task: the ground truth's files (each bug's and decoy's
-    file with the file its flow starts in) read first, the rest packed into what is left."""
+    """The ceiling's program for one task: the ground truth's bug files (each with the file
+    its flow starts in) read first, the rest packed into what is left."""
     groups: list[list[str]] = []
     for e in ground_truth:
+        if e.get("vulnerable") is False:
+            continue  # a decoy's file only invites a false finding
         related = e.get("related")
         files = [str(e["file"])]
         if isinstance(related, list | tuple):
