@@ -33,6 +33,22 @@ POLICIES = (
     "lazy",
     "no-delegation",
 )
+# Issue 19: the hard tier's policies side by side (``--sizes hard``; ``upper-bound`` is built
+# per task from its ground truth), and the hard stream's gaming routes (ordinary tiers).
+HARD_POLICIES = (
+    "expert",
+    "own-prompts",
+    "random-subset",
+    "pack-all",
+    "routes-first",
+    "upper-bound",
+)
+ROUTES = ("spray", "duplicates", "whole-file", "repeat-pad", "verbatim")
+HARD_TARGETS: tuple[tuple[str, Any], ...] = (
+    ("expert <= 0.75 on hard", lambda m: m["expert"] <= 0.75),
+    ("upper-bound >= expert + 0.15", lambda m: m["upper-bound"] >= m["expert"] + 0.15),
+    ("routes-first >= pack-all + 0.05", lambda m: m["routes-first"] >= m["pack-all"] + 0.05),
+)
 
 # (description, check) over the table's means for one size.
 TARGETS: tuple[tuple[str, Any], ...] = (
@@ -62,12 +78,13 @@ async def _measure(
     concurrency: int,
 ) -> dict[str, list[float]]:
     from deeprepo import CoverageIndex, EpisodeConfig, SandboxConfig, make_policy
-    from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
+    from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout, upper_bound_policy
 
     tasks = [
         t
         for s in seeds
         for lang in langs
+        if size != "hard" or lang != "mixed"  # the hard tier is one language a task
         for t in generate_tasks_in_memory(TaskSpec(size, s, lang), n)
     ]
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
@@ -78,7 +95,11 @@ async def _measure(
         async with gate:
             o = await run_rollout(
                 task,
-                root=make_policy(policy),
+                root=(
+                    upper_bound_policy(task.ground_truth)
+                    if policy == "upper-bound"
+                    else make_policy(policy)
+                ),
                 rollout_index=k,
                 episode_config=EpisodeConfig(max_turns=20),
                 sandbox_config=SandboxConfig(mode="auto"),
@@ -97,13 +118,18 @@ def main() -> None:
     ap.add_argument("--langs", default="python,js,mixed")
     ap.add_argument("--n", type=int, default=2, help="tasks per (size, seed, lang)")
     ap.add_argument("--rollouts", type=int, default=1)
-    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        help="comma-separated; 'hard' = the hard tier's five, 'routes' = issue 19's routes",
+    )
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
     sizes = args.sizes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
     langs = args.langs.split(",")
-    policies = args.policies.split(",")
+    named = {"hard": HARD_POLICIES, "routes": ROUTES}
+    policies = [q for p in args.policies.split(",") for q in named.get(p, (p,))]
     table: dict[str, dict[str, list[float]]] = {}
     for size in sizes:
         t0 = time.perf_counter()
@@ -123,6 +149,10 @@ def main() -> None:
             v = table[size][p]
             cells.append(f"{statistics.mean(v):.3f} ({statistics.pstdev(v):.2f})")
         print(f"| `scripted/{p}` | " + " | ".join(cells) + " |")
+    if set(policies) >= set(HARD_POLICIES) and "hard" in sizes:
+        means = {p: statistics.mean(table["hard"][p]) for p in policies}
+        for desc, check in HARD_TARGETS:
+            print(f"- {desc}: {'ok' if check(means) else 'MISS'}")
     if set(policies) >= set(POLICIES):
         print()
         for desc, check in TARGETS:

@@ -40,6 +40,10 @@ def test_smoke_config_is_valid_for_both_commands() -> None:
     [
         ("[grpo]\nstepz = 3\n", "grpo.stepz: Extra inputs are not permitted"),
         ("[grpo]\n[tasks]\nsize = 'huge'\n", "tasks: size must be one of small, medium, large"),
+        (
+            "[grpo]\n[tasks]\nsize = 'hard'\nlang = 'mixed'\n",
+            "tasks: lang must be one of python, js",
+        ),
         ("[grpo]\ngroup_size = 1\n", "grpo.group_size: Input should be greater than or equal to 2"),
         ("[grpo]\nuse_vllm = true\n", 'grpo.use_vllm = true needs device = "cuda"'),
         ("device = 'tpu'\n[grpo]\n", "device: Input should be 'cpu' or 'cuda'"),
@@ -53,6 +57,13 @@ def test_config_mistakes_are_one_line(tmp_path: Path, text: str, expected: str) 
     message = str(info.value)
     assert expected in message
     assert "\n" not in message
+
+
+def test_training_may_use_the_hard_tier(tmp_path: Path) -> None:
+    config = load_config(
+        _write(tmp_path, "[grpo]\n[tasks]\nsize = 'hard'\nlang = 'js'\n"), need="grpo"
+    )
+    assert (config.tasks.size, config.tasks.lang) == ("hard", "js")
 
 
 def test_sft_needs_its_section(tmp_path: Path) -> None:

@@ -127,6 +127,16 @@ def test_taskset_yields_the_generators_repositories() -> None:
     assert len({t.key for t in tasks}) == 3
 
 
+def test_taskset_holds_the_hard_tier_with_its_budget() -> None:
+    [task] = list(_taskset(size="hard", lang="python", count=1, seed=3))
+    repo, _ = repository(task.data.seed, "hard", "python")
+    budget = repo.sub_call_budget
+    assert budget is not None and budget < len(repo.files)
+    assert any("sub-call budget" in n for n in repo.get_codebase().metadata.notes)
+    with pytest.raises(ValidationError, match="python or js"):
+        list(_taskset(size="hard", lang="mixed", count=1))
+
+
 def test_taskset_views_and_prompt_choice() -> None:
     taskset = _taskset(count=50, prompt="exhaustive")
     first = list(taskset.take(2))

@@ -7,7 +7,8 @@ repository. The set holds the repositories ``deeprepo tasks generate --seed SEED
 COUNT`` writes, in the same order (the generator's ``task_seeds``).
 
 Settings, as ``--env.taskset.<field>`` flags or ``[env.taskset]`` TOML keys: ``size``
-(``small`` 5-15 files, ``medium`` 30-60, ``large`` 100-300), ``lang`` (``python``,
+(``small`` 5-15 files, ``medium`` 30-60, ``large`` 100-300, ``hard`` 100-500 with a
+sub-call budget smaller than the file count, which the rollout enforces), ``lang`` (``python``,
 ``js``, ``mixed``), ``count`` (tasks in the set), ``seed`` (the set's seed) and
 ``prompt`` (which of deeprepo's root system prompts the model gets).
 """
@@ -19,11 +20,17 @@ from collections.abc import Iterator
 from typing import Literal
 
 import verifiers.v1 as vf
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from deeprepo import ROOT_SYSTEM_PROMPTS, CoverageIndex
 from deeprepo.rl import Task as RepoTask
-from deeprepo.rl import generate_task, task_from_generated, task_seeds
+from deeprepo.rl import (
+    generate_hard_task,
+    generate_task,
+    task_from_generated,
+    task_from_hard,
+    task_seeds,
+)
 
 __all__ = [
     "OrchestrationData",
@@ -39,7 +46,7 @@ class OrchestrationData(vf.TaskData):
 
     seed: int = 0
     """Generator seed of the repository (``generate_task(seed, size, lang)``)."""
-    size: Literal["small", "medium", "large"] = "small"
+    size: Literal["small", "medium", "large", "hard"] = "small"
     lang: Literal["python", "js", "mixed"] = "python"
     prompt_name: str = "default"
     """Key of ``deeprepo.base.prompts.ROOT_SYSTEM_PROMPTS`` the system prompt came from."""
@@ -53,8 +60,9 @@ class OrchestrationTask(vf.Task[OrchestrationData, vf.State, vf.TaskConfig]):
 class OrchestrationTasksetConfig(vf.TasksetConfig):
     """``--env.taskset.*``: which repositories, how many, and the root's prompt."""
 
-    size: Literal["small", "medium", "large"] = "small"
-    """Repository size: small (5-15 files), medium (30-60), large (100-300)."""
+    size: Literal["small", "medium", "large", "hard"] = "small"
+    """Repository size: small (5-15 files), medium (30-60), large (100-300), or the hard tier
+    (100-500, python or js, with a sub-call budget smaller than the file count)."""
     lang: Literal["python", "js", "mixed"] = "python"
     """Language of the generated services (``mixed``: a Python and a JavaScript service)."""
     count: int = Field(100, ge=1)
@@ -72,6 +80,12 @@ class OrchestrationTasksetConfig(vf.TasksetConfig):
                 f"unknown prompt {value!r}; choose one of: {', '.join(ROOT_SYSTEM_PROMPTS)}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _hard_is_one_language(self) -> OrchestrationTasksetConfig:
+        if self.size == "hard" and self.lang == "mixed":
+            raise ValueError("the hard tier is generated in python or js, not mixed")
+        return self
 
 
 class OrchestrationTaskset(vf.Taskset[OrchestrationTask, OrchestrationTasksetConfig]):
@@ -102,5 +116,8 @@ class OrchestrationTaskset(vf.Taskset[OrchestrationTask, OrchestrationTasksetCon
 def repository(seed: int, size: str, lang: str) -> tuple[RepoTask, CoverageIndex]:
     """The generated repository of a task and its coverage index, built once per process
     (the ``-r`` rollouts of a task and later epochs reuse them)."""
-    task = task_from_generated(generate_task(seed, size, lang))
+    if size == "hard":
+        task = task_from_hard(generate_hard_task(seed, lang))
+    else:
+        task = task_from_generated(generate_task(seed, size, lang))
     return task, CoverageIndex(task.files)

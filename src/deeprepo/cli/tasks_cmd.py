@@ -12,6 +12,7 @@ from rich.table import Table
 from deeprepo.base.errors import UsageError
 from deeprepo.report.rundir import check_out_dir
 from deeprepo.rl.tasks import generate_tasks
+from deeprepo.rl.tasks.hard_spec import HARD_SIZE
 
 out = Console()
 
@@ -37,7 +38,11 @@ def generate_command(
     ] = 0,
     n: Annotated[int, typer.Option("--n", "-n", help="Number of repositories to generate.")] = 1,
     size: Annotated[
-        str, typer.Option(help="small (5-15 files), medium (30-60) or large (100-300).")
+        str,
+        typer.Option(
+            help="small (5-15 files), medium (30-60), large (100-300), or hard (100-500, "
+            "python or js, with a sub-call budget smaller than the file count)."
+        ),
     ] = "small",
     lang: Annotated[
         str, typer.Option(help="python, js, or mixed (a Python and a JavaScript service).")
@@ -49,7 +54,12 @@ def generate_command(
     if seed < 0:
         raise UsageError(f"--seed must be 0 or more, not {seed}")
     check_out_dir(out_dir, "OUT_DIR")
-    infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
+    if size == HARD_SIZE:
+        from deeprepo.rl.tasks.hard import generate_hard_tasks
+
+        infos = generate_hard_tasks(out_dir, seed=seed, n=n, lang=lang)
+    else:
+        infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
     table = Table(box=None, header_style="bold")
     for col in ("task", "domain", "files", "bugs", "decoys"):
         table.add_column(col, justify="left" if col in ("task", "domain") else "right")

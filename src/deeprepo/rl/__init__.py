@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "generate_task": "deeprepo.rl.tasks",
     "generate_tasks": "deeprepo.rl.tasks",
     "task_seeds": "deeprepo.rl.tasks",
+    "generate_hard_task": "deeprepo.rl.tasks.hard",
     # env
     "Task": "deeprepo.rl.env.tasks",
     "TaskSpec": "deeprepo.rl.env.tasks",
@@ -42,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "load_tasks": "deeprepo.rl.env.tasks",
     "parse_task_spec": "deeprepo.rl.env.tasks",
     "task_from_generated": "deeprepo.rl.env.tasks",
+    "task_from_hard": "deeprepo.rl.env.tasks",
     "Reward": "deeprepo.rl.env.reward",
     "RewardWeights": "deeprepo.rl.env.reward",
     "compute_reward": "deeprepo.rl.env.reward",
@@ -52,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "family_hint": "deeprepo.rl.env.oracle_text",
     # policies
     "RESEARCH_POLICIES": "deeprepo.rl.policies",
+    "upper_bound_policy": "deeprepo.rl.policies.routes_hard",
     # evals
     "EvalOptions": "deeprepo.rl.evals.runner",
     "EvalRun": "deeprepo.rl.evals.runner",
@@ -94,6 +97,7 @@ __all__ = [
     "compare_runs",
     "compute_reward",
     "family_hint",
+    "generate_hard_task",
     "generate_task",
     "generate_tasks",
     "generate_tasks_in_memory",
@@ -110,7 +114,9 @@ __all__ = [
     "run_rollout",
     "stop_condition",
     "task_from_generated",
+    "task_from_hard",
     "task_seeds",
+    "upper_bound_policy",
 ]
 
 

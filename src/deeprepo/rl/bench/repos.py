@@ -15,6 +15,7 @@ from pathlib import Path
 
 from deeprepo.base.errors import UsageError
 from deeprepo.rl.bench.config import RepoSpec
+from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, TASK_FILE
 
 __all__ = ["BenchRepo", "resolve_repos"]
 
@@ -81,6 +82,8 @@ def _from_folder(folder: Path, label: str) -> list[BenchRepo]:
 def _generated(spec_text: str, tasks_root: Path) -> list[BenchRepo]:
     from deeprepo.rl.env.tasks import parse_task_spec
     from deeprepo.rl.tasks import generate_tasks
+    from deeprepo.rl.tasks.hard import generate_hard_tasks
+    from deeprepo.rl.tasks.hard_spec import HARD_SIZE
 
     spec = parse_task_spec(spec_text)
     n = spec.n or 1
@@ -88,8 +91,26 @@ def _generated(spec_text: str, tasks_root: Path) -> list[BenchRepo]:
     # The generator is deterministic: a folder already written for this spec is reused, so
     # a resumed bench sees the very same repositories.
     if not (folder / "index.json").is_file():
-        generate_tasks(folder, seed=spec.seed, n=n, size=spec.size, lang=spec.lang)
+        if spec.size == HARD_SIZE:
+            generate_hard_tasks(folder, seed=spec.seed, n=n, lang=spec.lang)
+        else:
+            generate_tasks(folder, seed=spec.seed, n=n, size=spec.size, lang=spec.lang)
     return _from_folder(folder, "generate")
+
+
+def held_sub_calls(limit: int | None, repo: Path) -> int | None:
+    """``limit``, or the sub-call budget of a hard task (its ``task.json`` beside ``repo/``)
+    when that is smaller: a bench on the hard tier is held to it as eval is."""
+    path = repo.parent / TASK_FILE
+    if repo.name != "repo" or not path.is_file():
+        return limit
+    try:
+        budget = json.loads(path.read_text("utf-8")).get(BUDGET_KEY)
+    except (OSError, ValueError, AttributeError):
+        raise UsageError(f"{path} is not a task's JSON; regenerate it") from None
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise UsageError(f"{path}: sub_call_budget must be a whole number of at least 1")
+    return budget if limit is None else min(limit, budget)
 
 
 def resolve_repos(specs: list[RepoSpec], base: Path, tasks_root: Path) -> list[BenchRepo]:

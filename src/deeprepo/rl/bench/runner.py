@@ -33,7 +33,7 @@ from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.trajectory import set_aside
 from deeprepo.rl.bench.config import BenchFile, ConfigSpec, load_bench_file
 from deeprepo.rl.bench.judge import JudgeVerdict, judge_report
-from deeprepo.rl.bench.repos import BenchRepo, resolve_repos
+from deeprepo.rl.bench.repos import BenchRepo, held_sub_calls, resolve_repos
 from deeprepo.run.models import build_model
 from deeprepo.run.wiring import CallSettings, RunLimits
 
@@ -251,7 +251,7 @@ def _analyze_options(
         limits=RunLimits(
             max_cost=max_cost,
             max_turns=c.max_turns,
-            max_sub_calls=c.max_sub_calls,
+            max_sub_calls=held_sub_calls(c.max_sub_calls, path),
             timeout_s=c.timeout,
             sub_concurrency=c.sub_concurrency,
         ),

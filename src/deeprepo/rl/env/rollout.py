@@ -14,7 +14,7 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deeprepo.base.chat import ChatModel, ChatRequest, Completion
@@ -28,7 +28,7 @@ from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.registry import HttpClient
 from deeprepo.providers.spec import parse_model_spec
 from deeprepo.rl.env.reward import Reward, RewardWeights, compute_reward
-from deeprepo.rl.env.tasks import Task
+from deeprepo.rl.env.tasks import Task, budget_instruction
 from deeprepo.run.models import build_model
 from deeprepo.run.wiring import CallSettings, RunLimits, wire
 from deeprepo.sandbox.config import SandboxConfig
@@ -179,10 +179,21 @@ async def run_rollout(
     ``root`` (and ``sub`` when given) belong to the caller, who may share them across
     concurrent rollouts and closes them; a sub-model built here from ``sub_spec`` is
     closed here. Usage is metered per rollout (a fresh ledger each time).
+
+    A task with a sub-call budget (the hard tier) holds the run to it (the smaller of it and
+    ``limits.max_sub_calls``), and the root is told it in its first message.
     """
     base = episode_config or EpisodeConfig()
     if limits is None:
         limits = RunLimits(max_turns=base.max_turns, timeout_s=base.timeout_s, max_sub_calls=None)
+    task_budget = task.sub_call_budget
+    if task_budget is not None:
+        held = limits.max_sub_calls
+        limits = replace(
+            limits, max_sub_calls=task_budget if held is None else min(held, task_budget)
+        )
+        if base.task is None:
+            base = replace(base, task=budget_instruction(limits.max_sub_calls or task_budget))
     environ = os.environ if env is None else env
     calls = CallSettings.from_env(environ)
     worker_seed = derive_seed(seed, task.id, rollout_index)

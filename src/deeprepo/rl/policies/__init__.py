@@ -6,7 +6,7 @@ calibrated against (``reference.py``) and the gaming suite it must keep low
 from __future__ import annotations
 
 from deeprepo.builtin.scripted import register_policy
-from deeprepo.rl.policies import adversarial, reference
+from deeprepo.rl.policies import adversarial, reference, routes_hard
 
 __all__ = ["RESEARCH_POLICIES", "register"]
 
@@ -26,6 +26,17 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     "serial": adversarial.SERIAL,
     "own-prompts": adversarial.OWN_PROMPTS,
     "per-file": adversarial.PER_FILE,
+    # Issue 19 item 4: the hard tier's policies (upper-bound is built per task:
+    # routes_hard.upper_bound_policy).
+    "random-subset": routes_hard.RANDOM_SUBSET,
+    "pack-all": routes_hard.PACK_ALL,
+    "routes-first": routes_hard.ROUTES_FIRST,
+    # Issue 19 item 5: gaming routes of the hard stream.
+    "spray": routes_hard.SPRAY,
+    "duplicates": routes_hard.DUPLICATES,
+    "whole-file": routes_hard.WHOLE_FILE,
+    "repeat-pad": routes_hard.REPEAT_PAD,
+    "verbatim": routes_hard.VERBATIM,
 }
 
 

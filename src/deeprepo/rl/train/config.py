@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deeprepo.base.errors import ConfigError
+from deeprepo.rl.tasks.hard_spec import HARD_LANGS, HARD_SIZE
 from deeprepo.rl.tasks.spec import LANGS, SIZES
 
 __all__ = [
@@ -56,10 +57,12 @@ class TasksSection(_Section):
 
     @model_validator(mode="after")
     def _known(self) -> TasksSection:
-        if self.size not in SIZES:
-            raise ValueError(f"size must be one of {', '.join(SIZES)}, not {self.size!r}")
-        if self.lang not in LANGS:
-            raise ValueError(f"lang must be one of {', '.join(LANGS)}, not {self.lang!r}")
+        sizes = (*SIZES, HARD_SIZE)
+        if self.size not in sizes:
+            raise ValueError(f"size must be one of {', '.join(sizes)}, not {self.size!r}")
+        langs = HARD_LANGS if self.size == HARD_SIZE else LANGS
+        if self.lang not in langs:
+            raise ValueError(f"lang must be one of {', '.join(langs)}, not {self.lang!r}")
         return self
 
 
