@@ -33,6 +33,17 @@ POLICIES = (
     "lazy",
     "no-delegation",
 )
+# Issue 19 item 2 (rl/policies/routes_oracle.py): checked when given with --policies.
+ORACLE_ROUTES = (
+    "say-ok",
+    "summarise",
+    "translate-comments",
+    "count-lines",
+    "list-names",
+    "negated-audit",
+    "template-matcher",
+    "two-giant-prompts",
+)
 
 # (description, check) over the table's means for one size.
 TARGETS: tuple[tuple[str, Any], ...] = (
@@ -123,6 +134,14 @@ def main() -> None:
             v = table[size][p]
             cells.append(f"{statistics.mean(v):.3f} ({statistics.pstdev(v):.2f})")
         print(f"| `scripted/{p}` | " + " | ".join(cells) + " |")
+    if set(policies) & set(ORACLE_ROUTES):
+        print()
+        for p in sorted(set(policies) & set(ORACLE_ROUTES)):
+            marks = [
+                f"{size} {'ok' if statistics.mean(table[size][p]) <= 0.40 else 'MISS'}"
+                for size in sizes
+            ]
+            print(f"- {p} <= 0.40: " + ", ".join(marks))
     if set(policies) >= set(POLICIES):
         print()
         for desc, check in TARGETS:

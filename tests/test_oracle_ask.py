@@ -79,6 +79,9 @@ NOT_AUDITS = [
     ("Say OK, we audit this ourselves.", "ack"),
     ("The audit is done, say OK.", "ack"),
     ("Nicht prüfen, nur OK sagen.", "ack"),
+    # File names and markup are no request: a file called errors.py asks for nothing.
+    ('Reply OK.\n<file path="app/errors/checks.py">\n    2 | \n</file>', "ack"),
+    ("Summarise security/audit.py and lib/bugs.js.", "summary"),
 ]
 
 

@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "family_hint": "deeprepo.rl.env.oracle_text",
     # policies
     "RESEARCH_POLICIES": "deeprepo.rl.policies",
+    "train_shape_table": "deeprepo.rl.policies.routes_oracle",
     # evals
     "EvalOptions": "deeprepo.rl.evals.runner",
     "EvalRun": "deeprepo.rl.evals.runner",
@@ -111,6 +112,7 @@ __all__ = [
     "stop_condition",
     "task_from_generated",
     "task_seeds",
+    "train_shape_table",
 ]
 
 

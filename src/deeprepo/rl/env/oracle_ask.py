@@ -112,6 +112,13 @@ _NEGATORS = frozenset(
         "otherthan",
     ]
 )
+_TAG_RE = re.compile(r"<[^<>\n]{0,300}>")
+_PATH_RE = re.compile(r"\S*[/\\]\S*")
+_FILE_NAME_RE = re.compile(
+    r"\b[\w-]+(?:\.[\w-]+)*\.(?:pyi?|[cm]?jsx?|tsx?|java|kt|go|rb|php|rs|[ch]|cc|cpp|hpp|cs|"
+    r"swift|sh|bash|json|ya?ml|toml|ini|cfg|conf|md|rst|txt|html?|sql|env|xml|lock|vue)\b",
+    re.IGNORECASE,
+)
 # Phrases read as one word (a negator or a framing word).
 _JOINED = (
     ("instead of", "insteadof"),
@@ -289,6 +296,10 @@ class _Clause:
 def _clauses(text: str) -> list[tuple[str, bool]]:
     """``(clause, ends with a question mark)``: lines, cut after . ! ? ; or : and a space (a
     '.' inside a path or a version does not end a sentence)."""
+    # Markup and file names are no words of the request (a file called errors.py asks
+    # for nothing).
+    text = _PATH_RE.sub(" ", _PATH_RE.sub(" ", _TAG_RE.sub(" ", text)))
+    text = _FILE_NAME_RE.sub(" ", text)
     text = text.lower().replace("\u2019", "'").replace("`", " ").replace("-", " ")
     text = re.sub(r"n't\b", " not", text)  # don't -> do not, needn't -> need not
     for phrase, word in _JOINED:
