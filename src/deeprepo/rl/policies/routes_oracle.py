@@ -78,10 +78,10 @@ def _flags(tasks: Sequence[_Labelled], table: Mapping[str, object]) -> list[set[
 def _f1(tasks: Sequence[_Labelled], flags: list[set[tuple[str, int]]]) -> float:
     tp = fp = found = total = 0
     for task, flagged in zip(tasks, flags, strict=True):
-        near = defaultdict(list)
+        near: defaultdict[str, list[tuple[int, int]]] = defaultdict(list)
         for e in task.bugs:
             near[e.file].append((e.start_line - _TOLERANCE, e.end_line + _TOLERANCE))
-        hit_bugs = set()
+        hit_bugs: set[tuple[str, int]] = set()
         for p, i in flagged:
             hits = [k for k, (lo, hi) in enumerate(near[p]) if lo <= i <= hi]
             tp += bool(hits)
