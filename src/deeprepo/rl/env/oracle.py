@@ -12,11 +12,14 @@ worker does, so a root cannot game it with something an LLM would not answer:
   the same side of it in the prompt, close by): shuffled lines show nothing. A cross-file
   bug (``related`` in the ground truth) is reported only when its source line reached the
   same prompt too.
-* **It follows the instruction.** A prompt whose instruction is not about auditing
-  ("translate", "summarise", "say OK"; or a system prompt that asks for something else)
-  gets almost no findings (``off_task_rate``).
+* **It follows the instruction** (``oracle_ask.py``). It audits when asked to, in any
+  wording, and not when told not to ("do not check anything", "just say OK") or asked for
+  something else ("summarise", "translate the comments", "count the lines"): then it
+  answers what was asked (``oracle_reply.py``) with no finding (``off_task_rate``, 0 by
+  default, is the share of normal findings an off-task prompt still gets).
 * **It tires.** Past ``context_lines`` non-empty prompt lines, the chance of reporting a
-  bug falls as ``context_lines / lines``: a prompt holding a hundred files finds little.
+  bug falls as ``(context_lines / lines) ** 2``: a prompt holding a hundred files finds
+  almost nothing (``docs/reward.md``, "Long prompts").
 * **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
   false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
   a decoy when one is shown, the rest preferably on lines that use a risky-looking API.

@@ -9,7 +9,8 @@ could write against the REPL contract (DESIGN §3); each has a test in
                         the same with another non-audit request;
 ``negated-audit``       the same with a refusal stuffed with audit words ("do not audit,
                         do not look for bugs, vulnerabilities or security issues ...");
-``template-matcher``    every file sent with the real audit prompt, no reply read; the
+``template-matcher``    the expert's prompts sent (every file and the cross-file groups,
+                        with the real audit request), no reply read; the
                         findings are a line-shape matcher's guesses (identifiers, strings
                         and numbers abstracted; the shapes that sat inside bugs of
                         generated tasks on training seeds disjoint from every test seed,
@@ -161,8 +162,10 @@ TEMPLATE_MATCHER = _program(
     LINE_SHAPE
     + f"\nSHAPES = {SHAPES!r}\n"
     + r"""
-# The workers get every file with the real audit request; no reply is read.
-llm_batch([file_audit_prompt(p, s, e) for p, s, e in audit_jobs(sources)])
+# The workers get the expert's prompts (every file, packed, and the cross-file groups) with
+# the real audit request, so they report every bug they can; no reply is read.
+_groups, _prompts = pack(audit_jobs(sources))
+llm_batch(_prompts + [flow_prompt(g) for g in flow_jobs(sources)])
 for p in sources:
     last = -10
     for i, line in enumerate(codebase[p].split("\n"), 1):
