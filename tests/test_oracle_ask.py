@@ -44,6 +44,7 @@ AUDITS = [
     "Double-check this function for an injection.",
     "Red-team this handler.",
     "I want you to audit this file.",
+    "Any concerns with this handler?",
     "Finde Sicherheitslücken in diesem Code.",
     "Busca errores de seguridad en este archivo.",
 ]
@@ -82,6 +83,8 @@ NOT_AUDITS = [
     # File names and markup are no request: a file called errors.py asks for nothing.
     ('Reply OK.\n<file path="app/errors/checks.py">\n    2 | \n</file>', "ack"),
     ("Summarise security/audit.py and lib/bugs.js.", "summary"),
+    ("Bugs? Don't care. Just acknowledge.", "ack"),
+    ("Abstain from reviewing; reply OK.", "ack"),
 ]
 
 

@@ -51,7 +51,8 @@ _AUDIT = re.compile(
     r"attack\w*|mistakes?|errors?|erroneous|wrong|broken|incorrect\w*|faulty|faults?|"
     r"crash\w*|leaks?|leaking|overflows?|xss|csrf|ssrf|sqli|rce|taint\w*|saniti[sz]\w*|"
     r"harden\w*|suspicious\w*|smells?|fishy|sketchy|holes?|threats?|hack\w*|pentest\w*|"
-    r"loopholes?|backdoors?|cves?|review\w*|scrutini[sz]\w*|vet|vetting|debug\w*|"
+    r"loopholes?|backdoors?|cves?|review\w*|scrutini[sz]\w*|vet|vetting|debug\w*|concerns?|"
+    r"concerning|vulnerable|abus\w*|misus\w*|"
     r"sicherheit\w*|fehler\w*|schwachstelle\w*|lücken?|vulnérab\w*|sécurité|failles?|"
     r"bogues?|erreurs?|vulnerabilidad\w*|seguridad|fallos?|errores|segurança|falhas?)"
 )
@@ -72,6 +73,8 @@ _NOT_AUDIT_OBJECT = re.compile(
 # Words that negate what follows them in their clause.
 _NEGATORS = frozenset(
     [
+        "abstain",
+        "decline",
         "not",
         "no",
         "never",
@@ -202,6 +205,11 @@ _POST_NEGATION = re.compile(
 _REFUSAL_FILLER = re.compile(r"\b(it|this|that|is|it's|here|really|totally|entirely|please)\b")
 _ANSWER_NO = frozenset(
     [
+        "bother",
+        "care",
+        "mind",
+        "worry",
+        "never",
         "none",
         "no",
         "nope",
@@ -382,7 +390,7 @@ def _read(text: str) -> Request:
         # "Look for bugs? No." or "Security review: not needed.": a clause that is only a
         # refusal withdraws the request before it.
         refusal = bool(words) and (
-            (words <= _ANSWER_NO and bool(words & {"no", "not", "nope", "nah", "none"}))
+            (words <= _ANSWER_NO and bool(words & {"no", "not", "nope", "nah", "none", "never"}))
             or (_POST_NEGATION.fullmatch(_REFUSAL_FILLER.sub("", body).strip()) is not None)
         )
         if clauses and refusal:
