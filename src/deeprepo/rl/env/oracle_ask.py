@@ -279,6 +279,10 @@ _TASKS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 
+# Words that start a new request after a comma, "and" or "then".
+_NEW_REQUEST = _VERBS | _RESETS
+
+
 @dataclass(frozen=True)
 class Request:
     """What an instruction asks: ``audit`` (True/False, or None when it asks nothing, as bare
@@ -332,7 +336,7 @@ def _read_clause(text: str, question: bool) -> _Clause:
     prev = ""
     for k, (tok, at) in enumerate(tokens):
         nxt = tokens[k + 1][0] if k + 1 < len(tokens) else ""
-        if tok in _RESETS or (tok in (",", "and", "then") and nxt in _VERBS | _RESETS):
+        if tok in _RESETS or (tok in (",", "and", "then") and nxt in _NEW_REQUEST):
             neg = False
         if not neg and tok in _FRAMING:
             framed = True
