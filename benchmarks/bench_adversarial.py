@@ -49,6 +49,17 @@ HARD_TARGETS: tuple[tuple[str, Any], ...] = (
     ("upper-bound >= expert + 0.15", lambda m: m["upper-bound"] >= m["expert"] + 0.15),
     ("routes-first >= pack-all + 0.05", lambda m: m["routes-first"] >= m["pack-all"] + 0.05),
 )
+# Issue 19 item 2 (rl/policies/routes_oracle.py): checked when given with --policies.
+ORACLE_ROUTES = (
+    "say-ok",
+    "summarise",
+    "translate-comments",
+    "count-lines",
+    "list-names",
+    "negated-audit",
+    "template-matcher",
+    "two-giant-prompts",
+)
 
 # (description, check) over the table's means for one size.
 TARGETS: tuple[tuple[str, Any], ...] = (
@@ -153,6 +164,14 @@ def main() -> None:
         means = {p: statistics.mean(table["hard"][p]) for p in policies}
         for desc, check in HARD_TARGETS:
             print(f"- {desc}: {'ok' if check(means) else 'MISS'}")
+    if set(policies) & set(ORACLE_ROUTES):
+        print()
+        for p in sorted(set(policies) & set(ORACLE_ROUTES)):
+            marks = [
+                f"{size} {'ok' if statistics.mean(table[size][p]) <= 0.40 else 'MISS'}"
+                for size in sizes
+            ]
+            print(f"- {p} <= 0.40: " + ", ".join(marks))
     if set(policies) >= set(POLICIES):
         print()
         for desc, check in TARGETS:

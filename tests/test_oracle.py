@@ -94,7 +94,8 @@ async def test_complete_returns_zero_usage_and_reads_the_system_prompt() -> None
     audit = ChatRequest(messages=(Message("user", bare),), system=WORKER_SYSTEM_PROMPT)
     assert json.loads((await worker.complete(audit)).text)["findings"]
     other = ChatRequest(messages=(Message("user", bare),), system="You translate code to Go.")
-    assert json.loads((await worker.complete(other)).text)["findings"] == []
+    reply = (await worker.complete(other)).text
+    assert "findings" not in reply and "translated" in reply  # what was asked, not an audit
     await worker.aclose()
 
 

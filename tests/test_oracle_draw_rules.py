@@ -53,15 +53,15 @@ def false_findings(
     ("lines", "settings", "system", "expected"),
     [
         (8, {}, ASK, 500),  # 62,500 per 1,000 lines x 8 lines
-        (16, {"context_lines": 8}, ASK, 500),  # twice the limit: half the attention
-        (16, {"context_lines": 8, "off_task_rate": 0.5}, "Translate this code to Go.", 250),
+        (16, {"context_lines": 8}, ASK, 250),  # twice the limit: a quarter of the attention
+        (16, {"context_lines": 8, "off_task_rate": 0.8}, "Translate this code to Go.", 200),
     ],
 )
 def test_a_whole_expected_number_of_false_findings_is_met_exactly(
     lines: int, settings: dict[str, Any], system: str, expected: int
 ) -> None:
     """False findings number false_rate x non-trivial lines shown / 1,000 x attention (1
-    within context_lines, context_lines / prompt lines past it, times off_task_rate off
+    within context_lines, (context_lines / prompt lines) ** 2 past it, times off_task_rate off
     task), rounded down or up at random: a whole expected number is met for every seed."""
     text = module("a", lines)
     for seed in range(10):

@@ -316,8 +316,8 @@ def test_quality_gates_everything_and_junk_is_no_better_than_an_empty_report() -
     assert half.total == pytest.approx(part(half, "quality"))
 
 
-def _reply(path: str, *lines: int, named: bool = True) -> str:
-    items = [{"line": n, "cwe": "CWE-89"} | ({"file": path} if named else {}) for n in lines]
+def _reply(path: str, *lines: int, named: bool = True, cwe: str = "CWE-89") -> str:
+    items = [{"line": n, "cwe": cwe} | ({"file": path} if named else {}) for n in lines]
     return json.dumps({"findings": items})
 
 
@@ -325,7 +325,7 @@ def test_grounding_credits_true_positives_a_worker_reported() -> None:
     prompts = audit(SOURCES)
     replies = [
         (prompts[0], _reply("app/a.py", 5)),
-        (prompts[1], "```json\n" + _reply("app/b.py", 13, named=False) + "\n```"),
+        (prompts[1], "```json\n" + _reply("app/b.py", 13, named=False, cwe="CWE-78") + "\n```"),
         (prompts[2], '{"findings": []}'),
         (prompts[3], "Nothing here."),
     ]
@@ -336,6 +336,9 @@ def test_grounding_credits_true_positives_a_worker_reported() -> None:
     # Findings the root wrote itself (a grep) while workers were asked for nothing.
     alone = compute_reward(run(prompts), GT, FILES, replies=[(p, "OK") for p in prompts])
     assert part(alone, "grounding") == 0.0 and alone.total == pytest.approx(0.5)
+    # A worker that reported another class at that line did not report what was submitted.
+    wrong_class = [(prompts[0], _reply("app/a.py", 5, cwe="CWE-798"))]
+    assert part(compute_reward(run(prompts), GT, FILES, replies=wrong_class), "grounding") == 0.0
     assert reply_items("see line 12 and lines 40-42") == [(None, 12), (None, 40)]
     assert reply_items('[{"file": "./x.py", "line": "7-9"}]') == [("x.py", 7)]
 

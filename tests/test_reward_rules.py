@@ -1,5 +1,5 @@
 """The rules of the RL reward (rl/env/reward.py, dispatch.py, grounding.py), one per test,
-through their public functions (``compute_reward``, ``grounded_entries``, ``DispatchStats``):
+through their public functions (``compute_reward``, ``worker_reports``, ``DispatchStats``):
 written to kill the mutants that survived the older tests (docs/testing.md)."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from deeprepo.base.errors import ConfigError
 from deeprepo.base.finding import Finding
 from deeprepo.base.prompts import file_audit_prompt
 from deeprepo.base.records import RunResult, Turn
-from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.findings.grading import DEFAULT_TOLERANCE, parse_ground_truth
 from deeprepo.rl.env.dispatch import DispatchStats, dispatch_stats, source_files
-from deeprepo.rl.env.grounding import grounded_entries, reply_items
+from deeprepo.rl.env.grounding import grounded, reply_items, worker_reports
 from deeprepo.rl.env.reward import RewardWeights, compute_reward
 
 
@@ -57,6 +56,14 @@ def result(findings: list[Finding], prompts: list[str], turns: list[Turn]) -> Ru
 AUDIT = [file_audit_prompt(p, t) for p, t in FILES.items()]
 
 
+def grounded_ids(
+    replies: list[tuple[str, str]], findings: list[Finding] = TRUE, tolerance: int = 3
+) -> set[str]:
+    """The files (``a``, ``b``) whose submitted finding a worker reported."""
+    reports = worker_reports(replies, FILES, tolerance)
+    return {f.file[4] for f in findings if grounded(f, reports, tolerance)}
+
+
 def test_cache_read_and_write_tokens_are_root_tokens() -> None:
     """The root's token budget counts every token it was sent or wrote, cached ones too."""
     cached = [turn(1, input_tokens=10, output_tokens=20, cache_read_tokens=300_000,
@@ -85,29 +92,55 @@ def test_the_total_never_goes_above_one() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "grounded"),
-    [(16, False), (17, True), (20, True), (22, True), (25, True), (26, False)],
+    ("line", "reported"),
+    [(16, False), (17, True), (20, True), (23, True), (24, False)],
 )
-def test_a_worker_line_within_tolerance_of_the_bug_grounds_it(line: int, grounded: bool) -> None:
-    """A worker's reply grounds a bug when it names a line within tolerance (3 here) of the
-    bug's range, in the bug's file."""
-    entries = parse_ground_truth(GT)
-    replies = [("prompt", f'{{"file": "app/a.py", "line": {line}}}')]
-    ids = grounded_entries(replies, entries, CoverageIndex(FILES), tolerance=3)
-    assert ids == ({"a"} if grounded else set())
+def test_a_worker_line_within_tolerance_of_the_submitted_one_grounds_it(
+    line: int, reported: bool
+) -> None:
+    """A worker's reply grounds a submitted finding when it names a line within tolerance
+    (3 here) of the submitted line, in its file, about code its prompt carried."""
+    replies = [(AUDIT[0], f'{{"file": "app/a.py", "line": {line}}}')]
+    assert grounded_ids(replies) == ({"a"} if reported else set())
+
+
+def test_a_reply_grounds_only_code_its_prompt_carried() -> None:
+    """A reply naming a file its prompt did not show, or a line far from the code it
+    showed, grounds nothing: the worker cannot have seen it."""
+    assert grounded_ids([("Audit app/a.py", '{"file": "app/a.py", "line": 20}')]) == set()
+    assert grounded_ids([(AUDIT[1], '{"file": "app/a.py", "line": 20}')]) == set()
+    head_only = file_audit_prompt("app/a.py", "\n".join(FILES["app/a.py"].split("\n")[:8]))
+    assert grounded_ids([(head_only, '{"file": "app/a.py", "line": 20}')]) == set()
+    assert grounded_ids([(AUDIT[0], '{"file": "app/a.py", "line": 20}')]) == {"a"}
+
+
+def test_a_reply_grounds_only_the_class_it_reported() -> None:
+    """The worker's class must be the submitted finding's (same CWE family); a reply that
+    names no class grounds on file and line alone."""
+    xss = '{"file": "app/a.py", "line": 20, "cwe": "CWE-79", "kind": "xss"}'
+    sqli = '{"file": "app/a.py", "line": 20, "kind": "sql-injection"}'
+    assert grounded_ids([(AUDIT[0], xss)]) == set()
+    assert grounded_ids([(AUDIT[0], sqli)]) == {"a"}
+
+
+def test_a_line_cited_in_the_prompts_own_numbering_is_mapped_back() -> None:
+    """A slice renumbered from 1 is cited in its own numbering: line 5 of a slice that
+    starts at file line 16 is file line 20."""
+    body = "\n".join(FILES["app/a.py"].split("\n")[15:30])
+    renumbered = file_audit_prompt("app/a.py", body)  # numbered 1..15
+    assert grounded_ids([(renumbered, '{"file": "app/a.py", "line": 5}')]) == {"a"}
+    assert grounded_ids([(renumbered, '{"file": "app/a.py", "line": 15}')]) == set()
 
 
 def test_an_unnamed_line_grounds_only_bugs_in_files_the_prompt_showed() -> None:
-    """A reply that names no file grounds the bugs of the files whose content its prompt
-    carried, never those of a file it did not show."""
-    entries = parse_ground_truth(GT)
-    index = CoverageIndex(FILES)
+    """A reply that names no file grounds the findings in the files whose content its
+    prompt carried, never those of a file it did not show."""
     only_a = [(AUDIT[0], "Line 21: user input reaches the query")]
-    assert grounded_entries(only_a, entries, index, tolerance=3) == {"a"}
+    assert grounded_ids(only_a) == {"a"}
     both = [(AUDIT[0] + "\n" + AUDIT[1], '[{"line": 21}]')]
-    assert grounded_entries(both, entries, index, tolerance=3) == {"a", "b"}
+    assert grounded_ids(both) == {"a", "b"}
     nothing = [("Audit the payment flow, no code here", "line 21")]
-    assert grounded_entries(nothing, entries, index, tolerance=3) == set()
+    assert grounded_ids(nothing) == set()
 
 
 def test_grounding_scales_the_gate_between_the_floor_and_one() -> None:
@@ -267,11 +300,10 @@ def test_a_run_exactly_on_its_budget_is_fully_efficient() -> None:
     assert r.parts["efficiency_reward"] == 1.0
 
 
-def test_a_reply_naming_a_file_without_bugs_grounds_nothing() -> None:
-    """A worker naming a file the ground truth has no entry in grounds no bug."""
-    entries = parse_ground_truth(GT)
-    replies = [("prompt", '{"file": "app/other.py", "line": 21}')]
-    assert grounded_entries(replies, entries, CoverageIndex(FILES), tolerance=3) == set()
+def test_a_reply_naming_another_file_grounds_nothing() -> None:
+    """A worker naming a file other than the finding's grounds nothing."""
+    replies = [(AUDIT[0] + "\n" + AUDIT[1], '{"file": "app/b.py", "line": 21}')]
+    assert grounded_ids(replies, TRUE[:1]) == set()
 
 
 def test_dispatch_stats_count_distinct_lines_once_per_run() -> None:
@@ -405,9 +437,8 @@ def test_a_single_finding_object_is_read_like_a_list_item(
 
 def test_every_reply_is_read_for_grounding() -> None:
     """A reply that names nothing does not stop the later replies from grounding bugs."""
-    entries = parse_ground_truth(GT)
     replies = [(AUDIT[0], "nothing to report"), (AUDIT[0], '{"line": 21}')]
-    assert grounded_entries(replies, entries, CoverageIndex(FILES), tolerance=3) == {"a"}
+    assert grounded_ids(replies) == {"a"}
 
 
 def test_without_replies_every_true_positive_counts_as_grounded() -> None:

@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     # policies
     "RESEARCH_POLICIES": "deeprepo.rl.policies",
     "upper_bound_policy": "deeprepo.rl.policies.routes_hard",
+    "train_shape_table": "deeprepo.rl.policies.routes_oracle",
     # evals
     "EvalOptions": "deeprepo.rl.evals.runner",
     "EvalRun": "deeprepo.rl.evals.runner",
@@ -116,6 +117,7 @@ __all__ = [
     "task_from_generated",
     "task_from_hard",
     "task_seeds",
+    "train_shape_table",
     "upper_bound_policy",
 ]
 

@@ -12,11 +12,14 @@ worker does, so a root cannot game it with something an LLM would not answer:
   the same side of it in the prompt, close by): shuffled lines show nothing. A cross-file
   bug (``related`` in the ground truth) is reported only when its source line reached the
   same prompt too.
-* **It follows the instruction.** A prompt whose instruction is not about auditing
-  ("translate", "summarise", "say OK"; or a system prompt that asks for something else)
-  gets almost no findings (``off_task_rate``).
+* **It follows the instruction** (``oracle_ask.py``). It audits when asked to, in any
+  wording, and not when told not to ("do not check anything", "just say OK") or asked for
+  something else ("summarise", "translate the comments", "count the lines"): then it
+  answers what was asked (``oracle_reply.py``) with no finding (``off_task_rate``, 0 by
+  default, is the share of normal findings an off-task prompt still gets).
 * **It tires.** Past ``context_lines`` non-empty prompt lines, the chance of reporting a
-  bug falls as ``context_lines / lines``: a prompt holding a hundred files finds little.
+  bug falls as ``(context_lines / lines) ** 2``: a prompt holding a hundred files finds
+  almost nothing (``docs/reward.md``, "Long prompts").
 * **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
   false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
   a decoy when one is shown, the rest preferably on lines that use a risky-looking API.
@@ -42,7 +45,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -57,7 +59,9 @@ from deeprepo.findings.grading import (
     load_ground_truth,
     parse_ground_truth,
 )
+from deeprepo.rl.env.oracle_ask import classify_instruction, read_request
 from deeprepo.rl.env.oracle_read import PromptReader, ShownFile
+from deeprepo.rl.env.oracle_reply import off_task_reply
 from deeprepo.rl.env.oracle_text import (
     FALLBACK_FAMILIES,
     RenderedFinding,
@@ -72,31 +76,6 @@ _DECOY_SHARE = 0.5  # share of false findings placed on a decoy when one is show
 # class, or another risky class, than on a plain line.
 _HINT_WEIGHT = 20.0
 _OTHER_HINT_WEIGHT = 5.0
-
-_AUDIT_RE = re.compile(
-    r"\b(audit\w*|vulnerab\w*|vulns?|secur\w*|bugs?|buggy|review\w*|flaws?|cwe|inject\w*|"
-    r"exploit\w*|weakness\w*|defects?|unsafe|insecure|safe|safety|dangerous|malicious|"
-    r"findings?|issues?|problems?|risks?|risky|attack\w*|mistakes?|errors?|wrong|check\w*|"
-    r"analy[sz]\w*|inspect\w*|assess\w*|examine|harden\w*|taint\w*|sanitiz\w*)\b",
-    re.IGNORECASE,
-)
-_OFF_TASK_RE = re.compile(
-    r"\b(translat\w*|summar\w*|say|reply|repeat|echo|explain\w*|describe|document\w*|"
-    r"docstrings?|rewrite|refactor\w*|reformat\w*|format|count|convert|rename|paraphrase|"
-    r"ignore|ok|okay|acknowledge\w*|poem|joke)\b",
-    re.IGNORECASE,
-)
-
-
-def classify_instruction(instruction: str, system: str | None = None) -> bool:
-    """Whether a prompt asks for an audit: its own instruction text decides (an audit word
-    wins over an off-task word); with none, the system prompt does."""
-    if _AUDIT_RE.search(instruction):
-        return True
-    if _OFF_TASK_RE.search(instruction):
-        return False
-    return bool(system and _AUDIT_RE.search(system))
-
 
 #: Ground truth as callers hold it: parsed entries, raw JSON entries, or ``{"entries": ...}``.
 GroundTruth = Iterable[Mapping[str, object] | GroundTruthEntry] | Mapping[str, object]
@@ -134,7 +113,7 @@ class OracleWorker:
         seed: int = 0,
         codebase: Mapping[str, str] | None = None,
         context_lines: int = 800,
-        off_task_rate: float = 0.05,
+        off_task_rate: float = 0.0,
         families: FamilyTable | None = None,
     ) -> None:
         if not 0.0 <= miss_rate <= 1.0:
@@ -192,19 +171,37 @@ class OracleWorker:
         return None
 
     def answer(self, prompt: str, system: str | None = None) -> str:
-        """The worker JSON for one prompt: ``{"findings": [...]}``."""
-        return json.dumps({"findings": self.findings(prompt, system)})
+        """The worker's reply to one prompt: the findings JSON (``{"findings": [...]}``) when
+        it asks for an audit, asks nothing (bare code) or an off-task draw found something,
+        else what the prompt asked for ("OK", a summary, a line count, the function names)."""
+        shown, instruction, size = self._reader.read(prompt)
+        request = read_request(instruction, system)
+        found = self._findings(shown, instruction, size, bool(request.audit))
+        if request.audit is False and not found:
+            return off_task_reply(request.kind, shown)
+        return json.dumps({"findings": found})
 
     def findings(self, prompt: str, system: str | None = None) -> list[OracleFinding]:
         """Findings (worker dicts with ``file``) for the code the prompt shows."""
         shown, instruction, size = self._reader.read(prompt)
+        return self._findings(shown, instruction, size, classify_instruction(instruction, system))
+
+    def attention(self, size: int) -> float:
+        """The chance a located bug in a prompt of ``size`` non-empty lines is reported (before
+        ``miss_rate``), and the scale of false findings: 1 within ``context_lines``, then
+        ``(context_lines / size) ** 2`` (``docs/reward.md``, "The oracle worker")."""
+        return min(1.0, self.context_lines / max(size, 1)) ** 2
+
+    def _findings(
+        self, shown: Mapping[str, ShownFile], instruction: str, size: int, audit: bool
+    ) -> list[OracleFinding]:
         if not shown:
             return []
-        audit = classify_instruction(instruction, system)
-        # The chance a located bug is reported, and the scale of false findings.
-        attention = min(1.0, self.context_lines / max(size, 1))
+        attention = self.attention(size)
         if not audit:
             attention *= self.off_task_rate
+            if attention == 0.0:
+                return []
         out: list[OracleFinding] = []
         for path in sorted(shown):
             view = shown[path]

@@ -4,8 +4,9 @@
 Every part is a number in [0, 1] and is reported as its own metric::
 
     quality          F-beta (beta 0.5: precision-aware) of the findings against ground truth
-    grounding        share of the true positives that a worker reported (from the recorded
-                     worker replies; 1.0 when no replies were recorded)
+    grounding        share of the true positives a worker reported as submitted (same file,
+                     line within tolerance, same class) in a reply to a prompt that carried
+                     that code (``grounding.py``; 1.0 when no replies were recorded)
     coverage         share of coverable source files whose *content* reached a sub-LLM
     delegation       share of sub-calls sent in parallel batches (size > 1), times the share
                      of sent prompts that carried file content
@@ -53,7 +54,7 @@ from deeprepo.findings.grading import (
     parse_ground_truth,
 )
 from deeprepo.rl.env.dispatch import dispatch_stats, source_files
-from deeprepo.rl.env.grounding import grounded_entries
+from deeprepo.rl.env.grounding import grounded, worker_reports
 
 __all__ = [
     "PARTS",
@@ -204,11 +205,13 @@ def compute_reward(
     quality = score.f_beta(w.beta)
     if replies is None or not score.matches:
         grounding = 1.0
-        grounded = float(score.tp)
+        grounded_tp = float(score.tp)
     else:
-        ids = grounded_entries(replies, entries, index, w.tolerance)
-        grounded = float(sum(1 for m in score.matches if m.entry.id in ids))
-        grounding = grounded / len(score.matches)
+        reports = worker_reports(replies, codebase_files, w.tolerance)
+        grounded_tp = float(
+            sum(1 for m in score.matches if grounded(m.finding, reports, w.tolerance))
+        )
+        grounding = grounded_tp / len(score.matches)
     gate = quality * (w.grounding_floor + (1.0 - w.grounding_floor) * grounding)
     coverage = len(stats.covered & sources) / len(sources) if sources else 1.0
 
@@ -253,7 +256,7 @@ def compute_reward(
         "fn": float(score.fn),
         "decoys_hit": float(score.decoys_hit),
         "gate": gate,
-        "grounded_tp": grounded,
+        "grounded_tp": grounded_tp,
         "replies_recorded": float(len(replies) if replies is not None else 0),
         "targeted_prompts": float(stats.targeted_prompts),
         "source_files": float(len(sources)),

@@ -6,7 +6,7 @@ calibrated against (``reference.py``) and the gaming suite it must keep low
 from __future__ import annotations
 
 from deeprepo.builtin.scripted import register_policy
-from deeprepo.rl.policies import adversarial, reference, routes_hard
+from deeprepo.rl.policies import adversarial, reference, routes_hard, routes_oracle
 
 __all__ = ["RESEARCH_POLICIES", "register"]
 
@@ -37,6 +37,8 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     "whole-file": routes_hard.WHOLE_FILE,
     "repeat-pad": routes_hard.REPEAT_PAD,
     "verbatim": routes_hard.VERBATIM,
+    # Issue 19 item 2: non-audit requests, a template matcher, two giant prompts.
+    **routes_oracle.ROUTES,
 }
 
 
