@@ -1,0 +1,128 @@
+"""The one normal form of a line of code, on both sides of coverage (decision 78).
+
+A prompt carries a file's lines in some format; coverage, the Episode's audit figure and the
+oracle's reading all compare *keys*: a line with every formatting layer a prompt builder
+adds taken off. :func:`line_keys` computes them for a whole text in a few regex passes:
+
+* CRLF and lone CR become LF; runs of blanks (tabs or spaces) become one space;
+* on the left, repeated until none is left: blanks, block-quote marks (``>``), diff markers
+  (``+``, ``-``), prompt wrapper tags (``<file path=...>``, ``<line n="3">``,
+  ``<![CDATA[``) and numbering in any common style (``12 | ``, ``12: ``, ``12<tab>``,
+  ``L12 ``, ``[12] ``, ``12. ``, ``12) ``, ``line 12: ``, ``  12  ``);
+* on the right, repeated: numbering after a comment or bar mark (``  # 12``, ``  // 12``,
+  ``  -- 12``, ``  ; 12``, ``  | 12``, ``/* 12 */``) and the wrapper's closing tags;
+* XML/HTML entities decoded (to a fixpoint: a line escaped twice is still the line).
+
+A file's own lines go through the same function, so a code line that happens to start with
+a number, a ``-`` or a ``>`` loses it on both sides and still matches: no format needs the
+code to look a particular way. Two lines that differ only in such a layer share a key;
+coverage compares line *pairs*, so that costs nothing.
+
+JSON or Python string wrapping (a file as one escaped string, a list of quoted lines, a
+``{"path": ..., "content": ...}`` object) is undone by :func:`views`: a second view of the
+prompt in which each string literal is decoded and set on lines of its own.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+__all__ = ["MIN_LINE_LENGTH", "line_keys", "shown_number", "split_lines", "views"]
+
+#: Keys at least this long are *non-trivial*: the lines coverage counts.
+MIN_LINE_LENGTH = 8
+
+_BLANKS_RE = re.compile(r"[ \t\f\v]+")
+# Tag names prompt builders wrap a file or a line in (not ``div`` or ``td``: markup whose
+# lines are code in a template).
+_TAGS = r"(?:file|line|ln|l|code|source|src|content|snippet|chunk|text|document|doc|lines|pre)"
+_NUMBER = r"\[?(?:[Ll](?:ine)? ?)?\d{1,7}\]?"
+# Anchored on "\n" (callers prepend one): twice as fast as ``^`` with MULTILINE.
+_LEFT_RE = re.compile(
+    r"\n(?: |>|[+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[|" + _NUMBER + r"(?: ?[|:.)\]] ?| ))+"
+)
+_RIGHT_RE = re.compile(
+    r"(?: (?:#|//|--|;|\|) ?(?:[Ll](?:ine)? ?)?\d{1,7}(?: ?\*/)?| ?/\* ?(?:[Ll](?:ine)? ?)?"
+    r"\d{1,7} ?\*/|</" + _TAGS + r">|\]\]>| )+(?=\n)"
+)
+_ENTITY_RE = re.compile(r"&(?:[A-Za-z]{2,8}|#\d{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+_LEFT_NUMBER_RE = re.compile(
+    r"(?:[ >+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[)*\[?(?:[Ll](?:ine)? ?)?(\d{1,7})\]?"
+    r"(?: ?[|:.)\]] ?| )"
+)
+_RIGHT_NUMBER_RE = re.compile(
+    r" (?:#|//|--|;|\||/\*) ?(?:[Ll](?:ine)? ?)?(\d{1,7})(?: ?\*/)?(?:</" + _TAGS + r">| )*$"
+)
+
+
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines, CRLF and lone CR read as line ends (as :func:`line_keys` counts)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def line_keys(text: str) -> list[str]:
+    """The key of every line of ``text`` (one per :func:`split_lines` line; ``""`` for a
+    line that is only formatting)."""
+    flat = _BLANKS_RE.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
+    flat = _RIGHT_RE.sub("", _LEFT_RE.sub("\n", "\n" + flat) + "\n")
+    keys = flat[1:-1].split("\n")
+    if "&" in flat and _ENTITY_RE.search(flat):
+        keys = [_decoded(k) if "&" in k else k for k in keys]
+    return [k.strip() for k in keys]
+
+
+def _decoded(key: str) -> str:
+    for _ in range(3):
+        plain = html.unescape(key).replace("\n", " ")
+        if plain == key:
+            break
+        key = plain
+    return line_keys(key)[0] if key else key
+
+
+def shown_number(raw: str) -> int | None:
+    """The line number a prompt line shows, on the left or on the right, if any."""
+    flat = _BLANKS_RE.sub(" ", raw).rstrip()
+    m = _LEFT_NUMBER_RE.match(flat) or _RIGHT_NUMBER_RE.search(flat)
+    return int(m.group(1)) if m else None
+
+
+# String literals of one line each: JSON's and Python's double-quoted, Python's single-quoted.
+_LITERAL_RES = (
+    re.compile(r'"((?:[^"\\\n]|\\.)*)"'),
+    re.compile(r"'((?:[^'\\\n]|\\.)*)'"),
+)
+# Literals in a row, as a list of lines has them (``"a", "b"`` or one per line).
+_IN_A_ROW_RES = (re.compile(r'" ?,\s*"'), re.compile(r"' ?,\s*'"))
+_ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
+_ESCAPES = {"n": "\n", "t": "\t", "r": "", "b": "", "f": "", "/": "/"}
+# A prompt carrying a file as escaped strings holds many of either.
+_WRAPPED_SIGNS = 3
+
+
+def _unescape(m: re.Match[str]) -> str:
+    code = m.group(1)
+    if len(code) == 5:
+        return chr(int(code[1:], 16))
+    return _ESCAPES.get(code, code)
+
+
+def _decode_literal(m: re.Match[str]) -> str:
+    body = m.group(1)
+    return "\n" + (_ESCAPE_RE.sub(_unescape, body) if "\\" in body else body) + "\n"
+
+
+def views(prompt: str) -> list[str]:
+    """The texts a prompt shows code in: the prompt as written, and for a prompt that wraps
+    code in string literals (three escaped newlines, or three literals in a row), each
+    quoting style's view with every literal decoded onto lines of its own, so the code's
+    first and last lines do not join the wrapper around them."""
+    out = [prompt]
+    escaped = prompt.count("\\n") >= _WRAPPED_SIGNS
+    for literal_re, row_re in zip(_LITERAL_RES, _IN_A_ROW_RES, strict=True):
+        if escaped or len(row_re.findall(prompt)) >= _WRAPPED_SIGNS:
+            unwrapped = literal_re.sub(_decode_literal, prompt)
+            if unwrapped != prompt:
+                out.append(unwrapped)
+    return out
