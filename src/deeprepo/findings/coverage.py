@@ -21,10 +21,11 @@ prompts, so 300 files against 300 prompts of 10 KB takes a few tens of milliseco
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import compress, count, pairwise, repeat
+from operator import ge
 
 from deeprepo.findings.line_keys import MIN_LINE_LENGTH, line_keys, views
 
@@ -52,14 +53,16 @@ _BARRIER = "\n\0\0\0\0\0\0\0\0\n"
 
 @dataclass(frozen=True)
 class Shown:
-    """What prompts showed: the key of every line, and every pair of non-trivial keys that
-    sat next to each other (short lines between them skipped) in one prompt."""
+    """What prompts showed: the key of every line, and how many times each pair of
+    non-trivial keys sat next to each other (short lines between them skipped) in a prompt.
+    A pair shown once credits one place in a file that has it twice: a shuffle that happens to
+    set two common lines side by side does not read every copy of them."""
 
     lines: frozenset[str]
-    pairs: frozenset[tuple[str, str]]
+    pairs: Mapping[tuple[str, str], int]
 
     def __or__(self, other: Shown) -> Shown:
-        return Shown(self.lines | other.lines, self.pairs | other.pairs)
+        return Shown(self.lines | other.lines, Counter(self.pairs) + Counter(other.pairs))
 
 
 def shown_in(prompts: Iterable[str]) -> Shown:
@@ -67,10 +70,15 @@ def shown_in(prompts: Iterable[str]) -> Shown:
     :func:`deeprepo.findings.line_keys.views`)."""
     texts = [view for prompt in prompts for view in views(prompt)]
     keys = line_keys(_BARRIER.join(texts))
-    seq = [k for k in keys if len(k) >= MIN_LINE_LENGTH]
+    seq = _nontrivial(keys)
     lines = set(keys)
     lines.discard("")
-    return Shown(frozenset(lines), frozenset(pairwise(seq)))
+    return Shown(frozenset(lines), Counter(pairwise(seq)))
+
+
+def _nontrivial(keys: list[str]) -> list[str]:
+    """The keys of at least :data:`MIN_LINE_LENGTH` characters, in order (C-level maps)."""
+    return list(compress(keys, map(ge, map(len, keys), repeat(MIN_LINE_LENGTH))))
 
 
 def prompt_lines(prompts: Iterable[str]) -> set[str]:
@@ -81,7 +89,7 @@ def prompt_lines(prompts: Iterable[str]) -> set[str]:
 
 def nontrivial_lines(text: str) -> frozenset[str]:
     """Distinct keys of at least :data:`MIN_LINE_LENGTH` characters of ``text``'s lines."""
-    return frozenset(k for k in line_keys(text) if len(k) >= MIN_LINE_LENGTH)
+    return frozenset(_nontrivial(line_keys(text)))
 
 
 def coverable_files(codebase: Mapping[str, str]) -> set[str]:
@@ -105,16 +113,23 @@ class CoverageIndex:
 
     def __init__(self, codebase: Mapping[str, str]) -> None:
         self._seq: dict[str, list[str]] = {}  # path -> its non-trivial keys, in order
+        self._pairs: dict[str, list[tuple[str, str]]] = {}  # path -> its key pairs, in order
+        # path -> indexes of the pairs the file has more than once (credited once per showing)
+        self._repeats: dict[str, set[int]] = {}
         self._files: dict[str, frozenset[str]] = {}  # path -> distinct non-trivial keys
         self._short: dict[str, frozenset[str]] = {}  # path -> all keys, files without long ones
         self._by_line_cache: dict[str, list[str]] | None = None
-        self._by_pair_cache: dict[tuple[str, str], list[tuple[str, int]]] | None = None
+        self._by_pair_cache: dict[tuple[str, str], dict[str, list[int]]] | None = None
         for path, text in codebase.items():
             keys = line_keys(text)
-            seq = [k for k in keys if len(k) >= MIN_LINE_LENGTH]
+            seq = _nontrivial(keys)
             if seq:
                 self._seq[path] = seq
                 self._files[path] = frozenset(seq)
+                pairs = self._pairs[path] = list(pairwise(seq))
+                if len(set(pairs)) < len(pairs):
+                    twice = {p for p, n in Counter(pairs).items() if n > 1}
+                    self._repeats[path] = {j for j, p in enumerate(pairs) if p in twice}
             elif text.strip():
                 short = {k for k in keys if k} or {s for s in map(str.strip, keys) if s}
                 self._short[path] = frozenset(short or {text.strip()})
@@ -132,13 +147,13 @@ class CoverageIndex:
         return self._by_line_cache
 
     @property
-    def _by_pair(self) -> dict[tuple[str, str], list[tuple[str, int]]]:
-        """key pair -> (file, index of the pair's first line); built on first use."""
+    def _by_pair(self) -> dict[tuple[str, str], dict[str, list[int]]]:
+        """key pair -> file -> indexes of the pair's first line; built on first use."""
         if self._by_pair_cache is None:
-            index: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
-            for path, seq in self._seq.items():
-                for j, pair in enumerate(pairwise(seq)):
-                    index[pair].append((path, j))
+            index: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
+            for path, pairs in self._pairs.items():
+                for j, pair in enumerate(pairs):
+                    index[pair].setdefault(path, []).append(j)
             self._by_pair_cache = dict(index)
         return self._by_pair_cache
 
@@ -175,19 +190,29 @@ class CoverageIndex:
         """Each file's in-order share (see the module docstring), files above 0 only."""
         hits: dict[str, set[int]] = defaultdict(set)
         pairs = shown.pairs
+        # Each shown pair credits as many places of a file as it was shown (the first ones).
         if len(pairs) * 4 < self._total_lines:
-            for pair in pairs:
-                for path, j in self._by_pair.get(pair, ()):
-                    hits[path].add(j)
+            for pair, times in pairs.items():
+                for path, firsts in self._by_pair.get(pair, {}).items():
+                    hits[path].update(firsts[:times])
         else:
-            for path, seq in self._seq.items():
-                found = {j for j, p in enumerate(pairwise(seq)) if p in pairs}
+            for path, file_pairs in self._pairs.items():
+                found = set(compress(count(), map(pairs.__contains__, file_pairs)))
+                repeated = found & self._repeats.get(path, set())
+                if repeated:
+                    used: dict[tuple[str, str], int] = defaultdict(int)
+                    for j in sorted(repeated):
+                        pair = file_pairs[j]
+                        if used[pair] >= pairs[pair]:
+                            found.discard(j)
+                        used[pair] += 1
                 if found:
                     hits[path] = found
         out: dict[str, float] = {}
         for path, js in hits.items():
             # Pair j shows lines j and j + 1.
-            out[path] = len(js | {j + 1 for j in js}) / len(self._seq[path])
+            shown_lines = js | set(map((1).__add__, js))
+            out[path] = len(shown_lines) / len(self._seq[path])
         for path, seq in self._seq.items():
             if len(seq) == 1 and seq[0] in shown.lines:
                 out[path] = 1.0

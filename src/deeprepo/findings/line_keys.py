@@ -27,32 +27,41 @@ from __future__ import annotations
 
 import html
 import re
+from itertools import compress, count, repeat
 
 __all__ = ["MIN_LINE_LENGTH", "line_keys", "shown_number", "split_lines", "views"]
 
 #: Keys at least this long are *non-trivial*: the lines coverage counts.
 MIN_LINE_LENGTH = 8
 
-_BLANKS_RE = re.compile(r"[ \t\f\v]+")
-# Tag names prompt builders wrap a file or a line in (not ``div`` or ``td``: markup whose
-# lines are code in a template).
-_TAGS = r"(?:file|line|ln|l|code|source|src|content|snippet|chunk|text|document|doc|lines|pre)"
-_NUMBER = r"\[?(?:[Ll](?:ine)? ?)?\d{1,7}\]?"
 # Anchored on "\n" (callers prepend one): twice as fast as ``^`` with MULTILINE.
-_LEFT_RE = re.compile(
-    r"\n(?: |>|[+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[|" + _NUMBER + r"(?: ?[|:.)\]] ?| ))+"
+_TAGS = r"(?:file|line|ln|l|code|source|src|content|snippet|chunk|text|document|doc|lines|pre)"
+_NUMBER = r"\[?(?:[Ll](?:ine)?[ \t]?)?\d{1,7}\]?"
+# Only lines with a layer match (indentation alone is left to ``str.split``).
+_LAYER = (
+    r"(?:>|[+-]|<"
+    + _TAGS
+    + r"\b[^<>\n]*>|<!\[CDATA\[|"
+    + _NUMBER
+    + r"(?:[ \t]*[|:.)\]][ \t]?|[ \t]))"
 )
-_RIGHT_RE = re.compile(
-    r"(?: (?:#|//|--|;|\|) ?(?:[Ll](?:ine)? ?)?\d{1,7}(?: ?\*/)?| ?/\* ?(?:[Ll](?:ine)? ?)?"
-    r"\d{1,7} ?\*/|</" + _TAGS + r">|\]\]>| )+(?=\n)"
+_LEFT_RE = re.compile(r"\n[ \t\f\v]*(?:" + _LAYER + r"[ \t\f\v]*)+")
+# Applied to the lines that end in a digit, ``>`` or ``/`` only: a pattern tried at every
+# position of a prompt costs several times more than the whole key.
+_SUFFIX = (
+    r"(?:(?:#|//|--|;|\|)[ \t]*(?:[Ll](?:ine)?[ \t]?)?\d{1,7}(?:[ \t]*\*/)?"
+    r"|/\*[ \t]*(?:[Ll](?:ine)?[ \t]?)?\d{1,7}[ \t]*\*/|</" + _TAGS + r">|\]\]>)"
 )
+_RIGHT_RE = re.compile(r"(?:[ \t]*" + _SUFFIX + r")+[ \t]*$")
+_SUFFIX_ENDS = tuple("0123456789>/")
 _ENTITY_RE = re.compile(r"&(?:[A-Za-z]{2,8}|#\d{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _LEFT_NUMBER_RE = re.compile(
-    r"(?:[ >+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[)*\[?(?:[Ll](?:ine)? ?)?(\d{1,7})\]?"
-    r"(?: ?[|:.)\]] ?| )"
+    r"(?:[ \t>+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[)*\[?(?:[Ll](?:ine)?[ \t]?)?(\d{1,7})\]?"
+    r"(?:[ \t]*[|:.)\]][ \t]?|[ \t])"
 )
 _RIGHT_NUMBER_RE = re.compile(
-    r" (?:#|//|--|;|\||/\*) ?(?:[Ll](?:ine)? ?)?(\d{1,7})(?: ?\*/)?(?:</" + _TAGS + r">| )*$"
+    r"[ \t](?:#|//|--|;|\||/\*)[ \t]*(?:[Ll](?:ine)?[ \t]?)?(\d{1,7})(?:[ \t]*\*/)?"
+    r"(?:</" + _TAGS + r">|[ \t])*$"
 )
 
 
@@ -64,12 +73,28 @@ def split_lines(text: str) -> list[str]:
 def line_keys(text: str) -> list[str]:
     """The key of every line of ``text`` (one per :func:`split_lines` line; ``""`` for a
     line that is only formatting)."""
-    flat = _BLANKS_RE.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n"))
-    flat = _RIGHT_RE.sub("", _LEFT_RE.sub("\n", "\n" + flat) + "\n")
-    keys = flat[1:-1].split("\n")
-    if "&" in flat and _ENTITY_RE.search(flat):
-        keys = [_decoded(k) if "&" in k else k for k in keys]
-    return [k.strip() for k in keys]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    keys = list(map(str.strip, _LEFT_RE.sub("\n", "\n" + text)[1:].split("\n")))
+    # The rest, on the few lines that need it, found by C-level maps: a Python expression per
+    # line would double the time of the whole.
+    todo = set(compress(count(), map(str.endswith, keys, repeat(_SUFFIX_ENDS))))
+    for mark in ("  ", "\t", "\f", "\v", "&"):
+        if mark in text:
+            todo.update(compress(count(), map(str.__contains__, keys, repeat(mark))))
+    for i in todo:
+        keys[i] = _finish(keys[i])
+    return keys
+
+
+def _finish(key: str) -> str:
+    """A key with the right layers off, entities decoded and blanks made one space."""
+    key = " ".join(key.split())
+    if key.endswith(_SUFFIX_ENDS):
+        key = _RIGHT_RE.sub("", key).rstrip()
+    if "&" in key and _ENTITY_RE.search(key):
+        return _decoded(key)
+    return key
 
 
 def _decoded(key: str) -> str:
@@ -78,12 +103,12 @@ def _decoded(key: str) -> str:
         if plain == key:
             break
         key = plain
-    return line_keys(key)[0] if key else key
+    return line_keys(key)[0]
 
 
 def shown_number(raw: str) -> int | None:
     """The line number a prompt line shows, on the left or on the right, if any."""
-    flat = _BLANKS_RE.sub(" ", raw).rstrip()
+    flat = raw.rstrip()
     m = _LEFT_NUMBER_RE.match(flat) or _RIGHT_NUMBER_RE.search(flat)
     return int(m.group(1)) if m else None
 
@@ -93,8 +118,28 @@ _LITERAL_RES = (
     re.compile(r'"((?:[^"\\\n]|\\.)*)"'),
     re.compile(r"'((?:[^'\\\n]|\\.)*)'"),
 )
-# Literals in a row, as a list of lines has them (``"a", "b"`` or one per line).
-_IN_A_ROW_RES = (re.compile(r'" ?,\s*"'), re.compile(r"' ?,\s*'"))
+# Literals in a row, as a list of code lines has them (``"a line", "b",`` or one a line): the
+# first at least a short line long, the second an item (a comma or ``]`` after it, not a key's
+# colon), so a JSON example in an instruction does not count.
+_IN_A_ROW_RES = tuple(
+    re.compile(
+        q
+        + r"(?<=[^"
+        + q
+        + r"\\\n]{"
+        + str(MIN_LINE_LENGTH)
+        + r"}"
+        + q
+        + r") ?,\s*"
+        + q
+        + r"(?=(?:[^"
+        + q
+        + r"\\\n]|\\.)*"
+        + q
+        + r"\s*[,\]])"
+    )
+    for q in "\"'"
+)
 _ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "", "b": "", "f": "", "/": "/"}
 # A prompt carrying a file as escaped strings holds many of either.
@@ -120,8 +165,10 @@ def views(prompt: str) -> list[str]:
     first and last lines do not join the wrapper around them."""
     out = [prompt]
     escaped = prompt.count("\\n") >= _WRAPPED_SIGNS
-    for literal_re, row_re in zip(_LITERAL_RES, _IN_A_ROW_RES, strict=True):
-        if escaped or len(row_re.findall(prompt)) >= _WRAPPED_SIGNS:
+    for q, literal_re, row_re in zip("\"'", _LITERAL_RES, _IN_A_ROW_RES, strict=True):
+        # Counting first (in C) spares the pattern's scan of the prompts that have no rows.
+        rows = escaped or prompt.count(q + ",") >= _WRAPPED_SIGNS
+        if rows and (escaped or len(row_re.findall(prompt)) >= _WRAPPED_SIGNS):
             unwrapped = literal_re.sub(_decode_literal, prompt)
             if unwrapped != prompt:
                 out.append(unwrapped)

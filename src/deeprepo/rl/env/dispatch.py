@@ -114,11 +114,11 @@ def dispatch_stats(
     seen: set[str] = set()
     shown = content = repeated = targeted = 0
     all_lines: set[str] = set()
-    all_pairs: set[tuple[str, str]] = set()
+    all_pairs: Counter[tuple[str, str]] = Counter()
     for prompt in prompts:
         shown_here = shown_in([prompt])
         all_lines |= shown_here.lines
-        all_pairs |= shown_here.pairs
+        all_pairs.update(shown_here.pairs)
         lines = shown_here.lines
         mine = lines & unique
         fractions = index.fractions(lines)
@@ -146,7 +146,7 @@ def dispatch_stats(
             or (is_targeted and in_order >= _TARGETED_MIN_LINES)
         ):
             content += 1  # a check of a finding carries the code it checks
-    shares = index.shares(Shown(frozenset(all_lines), frozenset(all_pairs)))
+    shares = index.shares(Shown(frozenset(all_lines), all_pairs))
     return DispatchStats(
         covered=frozenset(f for f, share in shares.items() if share >= min_fraction),
         shares=shares,
