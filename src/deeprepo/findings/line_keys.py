@@ -29,7 +29,14 @@ import html
 import re
 from itertools import compress, count, repeat
 
-__all__ = ["MIN_LINE_LENGTH", "line_keys", "shown_number", "split_lines", "views"]
+__all__ = [
+    "MIN_LINE_LENGTH",
+    "line_keys",
+    "outside_literals",
+    "shown_number",
+    "split_lines",
+    "views",
+]
 
 #: Keys at least this long are *non-trivial*: the lines coverage counts.
 MIN_LINE_LENGTH = 8
@@ -140,6 +147,26 @@ _IN_A_ROW_RES = tuple(
     )
     for q in "\"'"
 )
+# A long literal closing a list: a list of lines, however short.
+_LIST_END_RES = tuple(
+    re.compile(
+        q
+        + r"(?:[^"
+        + q
+        + r"\\\n]|\\.){"
+        + str(MIN_LINE_LENGTH)
+        + r",}"
+        + q
+        + r"(?:\s*,\s*"
+        + q
+        + q
+        + r")*\s*\]"
+    )
+    for q in "\"'"
+)
+_CLOSES_RE = {q: re.compile(q + r"\s*\]") for q in "\"'"}
+# A literal that ends in an escaped newline after some content: a short file as one string.
+_ENDS_ESCAPED_RE = re.compile(r"""(?:[^"'\\\s]|\\["'])\\n["']""")
 _ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "", "b": "", "f": "", "/": "/"}
 # A prompt carrying a file as escaped strings holds many of either.
@@ -153,23 +180,39 @@ def _unescape(m: re.Match[str]) -> str:
     return _ESCAPES.get(code, code)
 
 
-def _decode_literal(m: re.Match[str]) -> str:
-    body = m.group(1)
-    return "\n" + (_ESCAPE_RE.sub(_unescape, body) if "\\" in body else body) + "\n"
+def _decoded_literal(body: str) -> str:
+    return _ESCAPE_RE.sub(_unescape, body) if "\\" in body else body
 
 
 def views(prompt: str) -> list[str]:
     """The texts a prompt shows code in: the prompt as written, and for a prompt that wraps
-    code in string literals (three escaped newlines, or three literals in a row), each
-    quoting style's view with every literal decoded onto lines of its own, so the code's
-    first and last lines do not join the wrapper around them."""
+    code in string literals (three escaped newlines, a literal ending in one, three
+    literals in a row, or a long one closing a list), each quoting style's literals decoded, one after the other (a list
+    of lines is then the file's lines in a row, and a file as one string its lines, not
+    joined to the wrapper around them)."""
     out = [prompt]
-    escaped = prompt.count("\\n") >= _WRAPPED_SIGNS
-    for q, literal_re, row_re in zip("\"'", _LITERAL_RES, _IN_A_ROW_RES, strict=True):
-        # Counting first (in C) spares the pattern's scan of the prompts that have no rows.
-        rows = escaped or prompt.count(q + ",") >= _WRAPPED_SIGNS
-        if rows and (escaped or len(row_re.findall(prompt)) >= _WRAPPED_SIGNS):
-            unwrapped = literal_re.sub(_decode_literal, prompt)
-            if unwrapped != prompt:
-                out.append(unwrapped)
+    escaped = prompt.count("\\n") >= _WRAPPED_SIGNS or bool(
+        (prompt.count('\\n"') or prompt.count("\\n'")) and _ENDS_ESCAPED_RE.search(prompt)
+    )
+    for q, literal_re, row_re, end_re in zip(
+        "\"'", _LITERAL_RES, _IN_A_ROW_RES, _LIST_END_RES, strict=True
+    ):
+        # Counting first (in C) spares the patterns' scans of the prompts that have no rows.
+        rows = prompt.count(q + ",") >= _WRAPPED_SIGNS
+        listed = q + "]" in prompt or (q + "\n" in prompt and _CLOSES_RE[q].search(prompt))
+        if (
+            escaped
+            or (rows and len(row_re.findall(prompt)) >= _WRAPPED_SIGNS)
+            or (listed and end_re.search(prompt))
+        ):
+            literals = literal_re.findall(prompt)
+            if literals:
+                out.append("\n".join(map(_decoded_literal, literals)))
     return out
+
+
+def outside_literals(prompt: str) -> str:
+    """``prompt`` without its string literals: the instruction around code it wraps in them."""
+    for literal_re in _LITERAL_RES:
+        prompt = literal_re.sub("", prompt)
+    return prompt

@@ -18,6 +18,7 @@ from deeprepo.base.prompts import extract_file_blocks
 from deeprepo.findings.line_keys import (
     MIN_LINE_LENGTH,
     line_keys,
+    outside_literals,
     shown_number,
     split_lines,
     views,
@@ -179,13 +180,15 @@ class PromptReader:
             return self._read_blocks(prompt)
         if self._index is None:
             self._index = _index_for(self._codebase)
-        # A prompt wrapping code in string literals is read as its unwrapped view: the one
-        # whose lines resolve to the most code.
+        # A prompt wrapping code in string literals is read as its unwrapped view (the one
+        # whose lines resolve to the most code); its instruction is what is outside them.
         best: tuple[int, dict[str, ShownFile], str, int] | None = None
-        for text in views(prompt):
+        for k, text in enumerate(views(prompt)):
             shown, instruction, size = self._read_text(text)
             code = sum(len(v.at) for v in shown.values())
             if best is None or code > best[0]:
+                if k:
+                    instruction = self._read_text(outside_literals(prompt))[1]
                 best = (code, shown, instruction, size)
         assert best is not None
         _, shown, instruction, size = best

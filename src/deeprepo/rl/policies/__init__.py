@@ -6,7 +6,7 @@ calibrated against (``reference.py``) and the gaming suite it must keep low
 from __future__ import annotations
 
 from deeprepo.builtin.scripted import register_policy
-from deeprepo.rl.policies import adversarial, reference
+from deeprepo.rl.policies import adversarial, reference, routes_coverage
 
 __all__ = ["RESEARCH_POLICIES", "register"]
 
@@ -26,6 +26,8 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     "serial": adversarial.SERIAL,
     "own-prompts": adversarial.OWN_PROMPTS,
     "per-file": adversarial.PER_FILE,
+    # Issue 19's coverage routes and honest formats.
+    **routes_coverage.POLICIES,
 }
 
 
