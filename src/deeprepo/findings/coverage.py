@@ -59,7 +59,7 @@ class Shown:
     set two common lines side by side does not read every copy of them."""
 
     lines: frozenset[str]
-    pairs: Mapping[tuple[str, str], int]
+    pairs: Counter[tuple[str, str]]
 
     def __or__(self, other: Shown) -> Shown:
         return Shown(self.lines | other.lines, Counter(self.pairs) + Counter(other.pairs))
@@ -120,6 +120,7 @@ class CoverageIndex:
         self._short: dict[str, frozenset[str]] = {}  # path -> all keys, files without long ones
         self._by_line_cache: dict[str, list[str]] | None = None
         self._by_pair_cache: dict[tuple[str, str], dict[str, list[int]]] | None = None
+        self._pair_set_cache: frozenset[tuple[str, str]] | None = None
         for path, text in codebase.items():
             keys = line_keys(text)
             seq = _nontrivial(keys)
@@ -157,9 +158,19 @@ class CoverageIndex:
             self._by_pair_cache = dict(index)
         return self._by_pair_cache
 
+    def pairs_in_order(self, shown: Shown) -> int:
+        """How many distinct pairs ``shown`` has that some file has too."""
+        if self._pair_set_cache is None:
+            self._pair_set_cache = frozenset(p for pairs in self._pairs.values() for p in pairs)
+        return len(self._pair_set_cache.intersection(shown.pairs))
+
     @property
     def coverable(self) -> set[str]:
         return set(self._files) | set(self._short)
+
+    def distinct_lines(self, path: str) -> frozenset[str]:
+        """``path``'s distinct non-trivial keys (:func:`nontrivial_lines` of its text)."""
+        return self._files.get(path, frozenset())
 
     def lines_of(self, path: str) -> int:
         """How many non-trivial lines ``path`` has (0 for a file of short lines only)."""

@@ -61,6 +61,7 @@ _SUFFIX = (
 )
 _RIGHT_RE = re.compile(r"(?:[ \t]*" + _SUFFIX + r")+[ \t]*$")
 _SUFFIX_ENDS = tuple("0123456789>/")
+_SUFFIX_MARKS = frozenset("#/-;|<]")  # a suffix has one of them
 _ENTITY_RE = re.compile(r"&(?:[A-Za-z]{2,8}|#\d{1,7}|#[xX][0-9A-Fa-f]{1,6});")
 _LEFT_NUMBER_RE = re.compile(
     r"(?:[ \t>+-]|<" + _TAGS + r"\b[^<>\n]*>|<!\[CDATA\[)*\[?(?:[Ll](?:ine)?[ \t]?)?(\d{1,7})\]?"
@@ -97,7 +98,7 @@ def line_keys(text: str) -> list[str]:
 def _finish(key: str) -> str:
     """A key with the right layers off, entities decoded and blanks made one space."""
     key = " ".join(key.split())
-    if key.endswith(_SUFFIX_ENDS):
+    if key.endswith(_SUFFIX_ENDS) and not _SUFFIX_MARKS.isdisjoint(key):
         key = _RIGHT_RE.sub("", key).rstrip()
     if "&" in key and _ENTITY_RE.search(key):
         return _decoded(key)
@@ -147,10 +148,12 @@ _IN_A_ROW_RES = tuple(
     )
     for q in "\"'"
 )
-# A long literal closing a list: a list of lines, however short.
+# A long literal closing a list: a list of lines, however short (an opening bracket after a
+# name or a closing bracket is a subscript, ``environ["SECRET_KEY"]``, not a list).
 _LIST_END_RES = tuple(
     re.compile(
-        q
+        r"(?:(?<![\w\])])\[|,)\s*"
+        + q
         + r"(?:[^"
         + q
         + r"\\\n]|\\.){"
@@ -166,7 +169,7 @@ _LIST_END_RES = tuple(
 )
 _CLOSES_RE = {q: re.compile(q + r"\s*\]") for q in "\"'"}
 # A literal that ends in an escaped newline after some content: a short file as one string.
-_ENDS_ESCAPED_RE = re.compile(r"""(?:[^"'\\\s]|\\["'])\\n["']""")
+_ENDS_ESCAPED_RE = re.compile(r"""\\n["'](?:(?<=[^"'\\\s]\\n["'])|(?<=\\["']\\n["']))""")
 _ESCAPE_RE = re.compile(r"\\(u[0-9A-Fa-f]{4}|.)")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "", "b": "", "f": "", "/": "/"}
 # A prompt carrying a file as escaped strings holds many of either.
@@ -186,19 +189,24 @@ def _decoded_literal(body: str) -> str:
 
 def views(prompt: str) -> list[str]:
     """The texts a prompt shows code in: the prompt as written, and for a prompt that wraps
-    code in string literals (three escaped newlines, a literal ending in one, three
+    code in string literals (three escaped newlines and half as many lines, a literal ending
+    in one, three
     literals in a row, or a long one closing a list), each quoting style's literals decoded, one after the other (a list
     of lines is then the file's lines in a row, and a file as one string its lines, not
     joined to the wrapper around them)."""
     out = [prompt]
-    escaped = prompt.count("\\n") >= _WRAPPED_SIGNS or bool(
-        (prompt.count('\\n"') or prompt.count("\\n'")) and _ENDS_ESCAPED_RE.search(prompt)
+    # ``in`` first: it stops at the first hit, where a count reads the whole prompt.
+    # Code that uses "\\n" in its strings has a few escapes among many lines; a wrapped file,
+    # as many escapes as lines.
+    escaped = "\\n" in prompt and (
+        ((n := prompt.count("\\n")) >= _WRAPPED_SIGNS and 2 * n >= prompt.count("\n"))
+        or bool(('\\n"' in prompt or "\\n'" in prompt) and _ENDS_ESCAPED_RE.search(prompt))
     )
     for q, literal_re, row_re, end_re in zip(
         "\"'", _LITERAL_RES, _IN_A_ROW_RES, _LIST_END_RES, strict=True
     ):
         # Counting first (in C) spares the patterns' scans of the prompts that have no rows.
-        rows = prompt.count(q + ",") >= _WRAPPED_SIGNS
+        rows = q + "," in prompt and prompt.count(q + ",") >= _WRAPPED_SIGNS
         listed = q + "]" in prompt or (q + "\n" in prompt and _CLOSES_RE[q].search(prompt))
         if (
             escaped

@@ -15,7 +15,6 @@ from deeprepo.findings.coverage import (
     CoverageIndex,
     Shown,
     coverable_files,
-    nontrivial_lines,
     shown_in,
 )
 from deeprepo.findings.grading import GroundTruthEntry
@@ -106,7 +105,7 @@ def dispatch_stats(
     under half of every file it touches is a targeted re-query (checking a finding).
     """
     index = index or CoverageIndex(files)
-    per_file = {path: nontrivial_lines(text) for path, text in files.items()}
+    per_file = {path: index.distinct_lines(path) for path in files}
     owners = Counter(line for lines in per_file.values() for line in lines)
     owner = {line: path for path, lines in per_file.items() for line in lines if owners[line] == 1}
     unique = set(owner)
@@ -118,18 +117,19 @@ def dispatch_stats(
     for prompt in prompts:
         shown_here = shown_in([prompt])
         all_lines |= shown_here.lines
-        all_pairs.update(shown_here.pairs)
+        all_pairs.update(shown_here.pairs.elements())  # counted in C, not item by item
         lines = shown_here.lines
         mine = lines & unique
-        fractions = index.fractions(lines)
-        shares = index.shares(shown_here)
-        in_order = sum(share * index.lines_of(f) for f, share in shares.items())
+        # Lines shown in order, at least (a run of n pairs is n + 1 lines): one set
+        # intersection, where each file's share would cost a walk of the prompt's pairs.
+        pairs = index.pairs_in_order(shown_here)
+        in_order = pairs + 1 if pairs else 0
         again = mine & seen
         group = frozenset(owner[ln] for ln in mine)
         is_targeted = bool(
             again
             and len(mine) <= _TARGETED_LINES
-            and all(f < _TARGETED_SHARE for f in fractions.values())
+            and all(f < _TARGETED_SHARE for f in index.fractions(lines).values())
         )
         if is_targeted:
             targeted += 1
@@ -142,8 +142,8 @@ def dispatch_stats(
         seen |= mine
         if (
             in_order >= _CONTENT_LINES
-            or any(share >= min_fraction for share in shares.values())
             or (is_targeted and in_order >= _TARGETED_MIN_LINES)
+            or any(share >= min_fraction for share in index.shares(shown_here).values())
         ):
             content += 1  # a check of a finding carries the code it checks
     shares = index.shares(Shown(frozenset(all_lines), all_pairs))

@@ -15,8 +15,9 @@ Gaming routes (``tests/test_routes_coverage.py`` keeps each at or below 0.40):
                        lines a grep of generic sinks hits (the template matcher's guesses), and
                        records what the workers report about the windows.
 
-Honest formats (each must score at least 0.75 of the expert's reward on the same tasks):
-one prompt per file (or 300-line slice), the same audit request, and the code as
+Honest formats (each must score at least 0.75 of the expert's reward on the same tasks): the
+expert's plan without its checks (one prompt per file or 300-line slice, one per file with the
+local modules it imports), an audit request of its own, and the code as
 
 ``fmt-numbers-right``  ``code  # 12`` (the line number on the right);
 ``fmt-diff``           a new-file unified diff (``+code`` lines under an ``@@`` hunk);
@@ -126,10 +127,14 @@ print(len(windows), "windows around grep hits; every file sent shuffled")
 """
 )
 
-# Honest formats: each defines show(p, s, e), the code of lines s..e of p in its format.
+# Honest formats: each defines show(p, s, e), the code of lines s..e of p in its format. The
+# strategy is the expert's without its checks: each file (or 300-line slice) alone, and each
+# file with the local modules it imports (``flow_jobs``), so only the format differs.
 _HONEST = r"""
-prompts = [ASK + show(p, s, e) for p, s, e in audit_jobs(sources)]
 jobs = audit_jobs(sources)
+flows = flow_jobs(sources)
+prompts = [ASK + show(p, s, e) for p, s, e in jobs]
+prompts += [FLOW_ASK + "\n\n".join(show(q, 1, codebase[q].count("\n") + 1) for q in g) for g in flows]
 replies = llm_batch(prompts)
 for (p, s, e), reply in zip(jobs, replies):
     items = parse_worker_reply(reply)
@@ -137,6 +142,9 @@ for (p, s, e), reply in zip(jobs, replies):
         continue
     dispatched.add(p)
     record(p, items, s, e)
+for g, reply in zip(flows, replies[len(jobs):]):
+    for q in g:
+        record(q, parse_worker_reply(reply) or [], 1, codebase[q].count("\n") + 1, shared=True)
 print(len(all_findings), "findings from", len(prompts), "prompts")
 """
 
