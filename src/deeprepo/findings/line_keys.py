@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import re
 from itertools import compress, count, repeat
+from operator import is_
 
 __all__ = [
     "MIN_LINE_LENGTH",
@@ -78,11 +79,32 @@ def split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+# Keys already computed, by line: prompts repeat a codebase's lines (a file in slices, every
+# rollout of a task the same files), so most lines are looked up, not computed. Bounded: it
+# starts over past _MEMO_LINES. Dict reads and writes are atomic, so threads may share it.
+_MEMO: dict[str, str] = {}
+_MEMO_LINES = 100_000
+
+
 def line_keys(text: str) -> list[str]:
     """The key of every line of ``text`` (one per :func:`split_lines` line; ``""`` for a
     line that is only formatting)."""
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    keys = list(map(_MEMO.get, lines))
+    todo = list(compress(count(), map(is_, keys, repeat(None))))
+    if todo:
+        if len(_MEMO) + len(todo) > _MEMO_LINES:
+            _MEMO.clear()
+        new = [lines[i] for i in todo]
+        for i, line, key in zip(todo, new, _computed("\n".join(new)), strict=True):
+            keys[i] = _MEMO[line] = key
+    return keys  # type: ignore[return-value]  # every None was filled
+
+
+def _computed(text: str) -> list[str]:
+    """:func:`line_keys` of ``text``, worked out."""
     keys = list(map(str.strip, _LEFT_RE.sub("\n", "\n" + text)[1:].split("\n")))
     # The rest, on the few lines that need it, found by C-level maps: a Python expression per
     # line would double the time of the whole.
