@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from itertools import compress, count, repeat
 from operator import is_
 
@@ -92,15 +93,23 @@ def line_keys(text: str) -> list[str]:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")
-    keys = list(map(_MEMO.get, lines))
-    todo = list(compress(count(), map(is_, keys, repeat(None))))
-    if todo:
-        if len(_MEMO) + len(todo) > _MEMO_LINES:
-            _MEMO.clear()
-        new = [lines[i] for i in todo]
-        for i, line, key in zip(todo, new, _computed("\n".join(new)), strict=True):
-            keys[i] = _MEMO[line] = key
-    return keys  # type: ignore[return-value]  # every None was filled
+    known = list(map(_MEMO.get, lines))
+    missing = known.count(None)
+    if not missing:
+        return known  # type: ignore[return-value]  # no None left
+    fresh: Iterable[tuple[str, str]]
+    if missing * 2 > len(lines):  # mostly new (a first reading): the whole text at once
+        keys = _computed(text)
+        fresh = zip(lines, keys, strict=True)
+    else:
+        todo = list(compress(lines, map(is_, known, repeat(None))))
+        computed = dict(zip(todo, _computed("\n".join(todo)), strict=True))
+        keys = list(map(computed.get, lines, known))  # type: ignore[arg-type]
+        fresh = computed.items()
+    if len(_MEMO) + missing > _MEMO_LINES:
+        _MEMO.clear()
+    _MEMO.update(fresh)
+    return keys
 
 
 def _computed(text: str) -> list[str]:
