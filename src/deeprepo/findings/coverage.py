@@ -16,7 +16,8 @@ coverable and stay out of the denominator (:func:`coverable_files`).
 The share is continuous. Its users turn it into what they need: the Episode's audit figure
 calls a file audited at :data:`DEFAULT_MIN_FRACTION`; the reward credits a file on a ramp
 (:func:`coverage_credit`). Everything is set arithmetic on the keys and key pairs of the
-prompts, so 300 files against 300 prompts of 10 KB takes a few tens of milliseconds.
+prompts, in C-level maps: 300 files against 300 prompts of 10 KB, every line new, takes about
+twice what the old set-of-lines figure took (``docs/reward.md``, Coverage).
 """
 
 from __future__ import annotations

@@ -20,7 +20,10 @@ coverage compares line *pairs*, so that costs nothing.
 
 JSON or Python string wrapping (a file as one escaped string, a list of quoted lines, a
 ``{"path": ..., "content": ...}`` object) is undone by :func:`views`: a second view of the
-prompt in which each string literal is decoded and set on lines of its own.
+prompt made of its string literals, decoded, one after the other.
+
+Keys are remembered by line (bounded): prompts repeat a codebase's lines, so most are looked
+up rather than computed.
 """
 
 from __future__ import annotations
@@ -43,10 +46,10 @@ __all__ = [
 #: Keys at least this long are *non-trivial*: the lines coverage counts.
 MIN_LINE_LENGTH = 8
 
-# Anchored on "\n" (callers prepend one): twice as fast as ``^`` with MULTILINE.
 _TAGS = r"(?:file|line|ln|l|code|source|src|content|snippet|chunk|text|document|doc|lines|pre)"
 _NUMBER = r"\[?(?:[Ll](?:ine)?[ \t]?)?\d{1,7}\]?"
-# Only lines with a layer match (indentation alone is left to ``str.split``).
+# Only lines with a layer match (indentation alone is left to ``str.strip``). Anchored on "\n"
+# (callers prepend one): twice as fast as ``^`` with MULTILINE.
 _LAYER = (
     r"(?:>|[+-]|<"
     + _TAGS
