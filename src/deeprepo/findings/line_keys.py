@@ -121,8 +121,9 @@ def _computed(text: str) -> list[str]:
     # The rest, on the few lines that need it, found by C-level maps: a Python expression per
     # line would double the time of the whole.
     todo = set(compress(count(), map(str.endswith, keys, repeat(_SUFFIX_ENDS))))
+    stripped = "\n".join(keys)  # indentation gone: a double space left is inside a line
     for mark in ("  ", "\t", "\f", "\v", "&"):
-        if mark in text:
+        if mark in stripped:
             todo.update(compress(count(), map(str.__contains__, keys, repeat(mark))))
     for i in todo:
         keys[i] = _finish(keys[i])
