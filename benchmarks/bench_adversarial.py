@@ -32,6 +32,16 @@ POLICIES = (
     "ignore-workers",
     "lazy",
     "no-delegation",
+    # Issue 19's coverage routes and honest formats (rl/policies/routes_coverage.py).
+    "shuffled-padding",
+    "shuffled-quarter",
+    "prefix-90",
+    "windows-only",
+    "fmt-numbers-right",
+    "fmt-diff",
+    "fmt-json",
+    "fmt-json-lines",
+    "fmt-xml-lines",
 )
 # Issue 19: the hard tier's policies side by side (``--sizes hard``; ``upper-bound`` is built
 # per task from its ground truth), and the hard stream's gaming routes (ordinary tiers).
@@ -76,6 +86,14 @@ TARGETS: tuple[tuple[str, Any], ...] = (
     ("expert >= 0.85", lambda m: m["expert"] >= 0.85),
     ("lazy <= 0.30", lambda m: m["lazy"] <= 0.30),
     ("no-delegation <= 0.30", lambda m: m["no-delegation"] <= 0.30),
+    *(
+        (f"{route} <= 0.40", lambda m, route=route: m[route] <= 0.40)
+        for route in ("shuffled-padding", "shuffled-quarter", "prefix-90", "windows-only")
+    ),
+    *(
+        (f"{fmt} >= 0.75 expert", lambda m, fmt=fmt: m[fmt] >= 0.75 * m["expert"])
+        for fmt in ("fmt-numbers-right", "fmt-diff", "fmt-json", "fmt-json-lines", "fmt-xml-lines")
+    ),
 )
 
 

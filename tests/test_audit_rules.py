@@ -7,7 +7,7 @@ import pytest
 
 from deeprepo.base.errors import UsageError
 from deeprepo.codebase.scope import SCOPES
-from deeprepo.findings.coverage import prompt_lines
+from deeprepo.findings.coverage import shown_in
 from deeprepo.orchestrator.audit import (
     AUDIT_MIN_FRACTION,
     DEFAULT_AUDIT_SCOPES,
@@ -72,13 +72,13 @@ def body(n: int) -> str:
 def test_a_file_is_audited_when_nine_tenths_of_its_lines_reached_a_worker(
     sent: int, audited: bool
 ) -> None:
-    """Audited means at least 90% of a file's non-trivial lines were in answered prompts."""
+    """Audited means at least 90% of a file's non-trivial lines were in answered prompts, in order."""
     assert AUDIT_MIN_FRACTION == 0.9
     files = {"a.py": body(10)}
     prompt = body(sent)
     expected = ["a.py"] if audited else []
     assert audited_files(files, [prompt], ["a.py"]) == expected
-    assert audited_files(files, [], ["a.py"], lines=prompt_lines([prompt])) == expected
+    assert audited_files(files, [], ["a.py"], shown=shown_in([prompt])) == expected
 
 
 def test_only_the_asked_files_that_exist_are_reported_sorted() -> None:

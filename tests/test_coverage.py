@@ -12,12 +12,10 @@ from deeprepo.findings.coverage import (
     CoverageIndex,
     coverable_files,
     covered_files,
-    line_number_prefix,
-    line_variants,
     prompt_lines,
     shown_line_numbers,
-    strip_numbering,
 )
+from deeprepo.findings.line_keys import line_keys, shown_number
 
 
 def _code(name: str, n: int) -> str:
@@ -98,17 +96,20 @@ def test_content_counts_in_any_common_shape(style: str) -> None:
 def test_a_line_that_starts_with_a_number_is_kept() -> None:
     codebase = {"t.py": "\n".join(f"{1000 + i} if flag_{i} else fallback_{i}" for i in range(20))}
     assert covered_files(codebase, [codebase["t.py"]]) == {"t.py"}
-    assert line_variants("  12: x = compute(y)") == ("12: x = compute(y)", "x = compute(y)")
-    assert line_number_prefix("  12: x = compute(y)") == 12
-    assert line_number_prefix("x = 12") is None
+    assert covered_files(codebase, [number_lines(codebase["t.py"])]) == {"t.py"}
+    assert line_keys("  12: x = compute(y)") == ["x = compute(y)"]
+    assert shown_number("  12: x = compute(y)") == 12
+    assert shown_number("x = compute(y)  # 12") == 12
+    assert shown_number("x = 12") is None
 
 
 def test_numbered_lines_are_stripped() -> None:
     numbered = number_lines(CODEBASE["app/b.py"], start=500)
     assert covered_files(CODEBASE, [numbered]) == {"app/b.py"}
-    # The whole-text stripping matches prompts.strip_line_number line by line.
+    # A numbered line has the key of the line prompts.strip_line_number gives back.
     text = number_lines("a\n  b | c\n\n    12 | already\n1|x", start=7) + "\n 3 | y\nplain | z"
-    assert strip_numbering(text).split("\n") == [strip_line_number(ln) for ln in text.split("\n")]
+    stripped = "\n".join(strip_line_number(ln) for ln in text.split("\n"))
+    assert line_keys(text) == line_keys(stripped)
 
 
 def test_short_line_files_need_every_line() -> None:

@@ -11,11 +11,10 @@ import pytest
 from deeprepo.findings.coverage import (
     CoverageIndex,
     covered_files,
-    line_variants,
     nontrivial_lines,
     prompt_lines,
-    unescape,
 )
+from deeprepo.findings.line_keys import line_keys, views
 
 
 def test_a_line_of_exactly_eight_characters_is_non_trivial() -> None:
@@ -56,22 +55,26 @@ def test_a_code_line_starting_with_a_number_counts_as_written_on_the_first_line(
 @pytest.mark.parametrize(
     ("escaped", "plain"),
     [
-        ("a\\nb", "a\nb"),
-        ("a\\tb", "a\tb"),
-        ('say \\"hi\\"', 'say "hi"'),
-        ("it\\'s", "it's"),
-        ("c:\\\\new", "c:\\new"),  # an escaped backslash before n is not a newline
-        ("\\\\\\\\", "\\\\"),
+        ("a\\nb", ["a", "b"]),
+        ("a\\tb", ["a b"]),
+        ('say \\"hi\\"', ['say "hi"']),
+        ("c:\\\\new", ["c:\\new"]),  # an escaped backslash before n is not a newline
+        ("\\u00e9t\\u00e9", ["\u00e9t\u00e9"]),
     ],
 )
-def test_unescape_undoes_each_string_escape(escaped: str, plain: str) -> None:
-    """Each JSON/Python string escape is undone, an escaped backslash first."""
-    assert unescape(escaped) == plain
+def test_a_string_literal_is_read_with_each_escape_undone(escaped: str, plain: list[str]) -> None:
+    """Each JSON/Python string escape is undone, an escaped backslash first; the literal's
+    lines stand on lines of their own in the unwrapped view."""
+    prompt = "\\n\\n\\n " + '"' + escaped + '"'
+    unwrapped = views(prompt)[-1]
+    keys = [k for k in line_keys(unwrapped) if k]
+    assert keys[-len(plain) :] == plain
 
 
-def test_line_variants_remove_one_numbering_prefix_at_most() -> None:
-    """A prompt line's variants: as written, and without one numbering prefix; the code's own
-    leading number stays."""
-    assert line_variants("  12 | 34 | value") == ("12 | 34 | value", "34 | value")
-    assert line_variants("  plain code  ") == ("plain code",)
-    assert line_variants("12 | ") == ("12 |",)
+def test_a_key_loses_every_formatting_layer_and_nothing_else() -> None:
+    """Numbering on either side, quotes, diff markers and wrapper tags go; the code stays."""
+    assert line_keys("  12 | 34 | value") == ["value"]
+    assert line_keys("  plain   code  ") == ["plain code"]
+    assert line_keys("12 | ") == [""]
+    assert line_keys('+<line n="3">x = f(y)  # 3</line>') == ["x = f(y)"]
+    assert line_keys("> > &lt;b&gt; &amp;amp;") == ["<b> &"]

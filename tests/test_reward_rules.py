@@ -362,13 +362,16 @@ def test_a_targeted_check_of_five_lines_carries_content(lines: int, content: int
 
 
 def test_the_weights_set_coverage_and_the_grading_and_grounding_tolerance() -> None:
-    """min_fraction decides when a file counts as covered; tolerance how far a finding or a
-    worker's line may be from a bug."""
+    """min_fraction is the in-order share up to which a file earns no coverage (the credit
+    rises linearly to 1 for the whole file); tolerance how far a finding or a worker's line
+    may be from a bug."""
     halves = [head(t, 20) for t in FILES.values()]
+    quarters = [head(t, 30) for t in FILES.values()]  # three quarters of each file, in order
     loose = RewardWeights(min_fraction=0.5, tolerance=2)
-    run = result(TRUE, halves, [turn(1)])
-    assert compute_reward(run, GT, FILES, loose).parts["coverage_reward"] == 1.0
+    run = result(TRUE, quarters, [turn(1)])
+    assert compute_reward(run, GT, FILES, loose).parts["coverage_reward"] == 0.5
     assert compute_reward(run, GT, FILES).parts["coverage_reward"] == 0.0
+    assert compute_reward(run, GT, FILES).details["coverage_share"] == 0.75
     assert dispatch_stats(FILES, halves, min_fraction=0.5).covered == frozenset(FILES)
     off = [replace(f, start_line=26, end_line=26) for f in TRUE]  # 4 lines past the bugs
     assert compute_reward(result(off, AUDIT, [turn(1)]), GT, FILES, loose).details["tp"] == 0

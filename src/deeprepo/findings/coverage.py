@@ -1,104 +1,96 @@
-"""Which files' *content* reached a sub-LLM (DESIGN §7, decision 3).
+"""How much of each file's *content* reached a sub-LLM, in order (DESIGN §7, decision 80).
 
-A file is covered when at least ``min_fraction`` (default 0.9) of its distinct non-trivial
-lines (stripped, at least :data:`MIN_LINE_LENGTH` characters) appear as lines of the prompts
-sent to workers, in whatever shape the prompt carries them: bare, fenced, block-quoted
-(``> ``), or numbered in any common style (``'   12 | '`` of the audit prompt, ``12: ``,
-``12\t``, ``L12 ``, ``  12  ``, ``[12] ``, ``12. ``), or JSON-escaped inside one string
-(``json.dumps(text)``). Every prompt line counts both as written and with such a prefix
-removed, so a code line that happens to start with a number is never lost.
-Naming a path is not coverage; splitting a file across several prompts is. A file whose
-lines are all short is covered when every one of its non-empty lines appears. Empty files
-are never coverable and stay out of the denominator (:func:`coverable_files`).
+A file's **share** is the part of its non-trivial lines (keys of at least
+:data:`MIN_LINE_LENGTH` characters, :mod:`deeprepo.findings.line_keys`) that some prompt
+showed *in order*: a line counts when the prompt shows it directly after the file's
+previous non-trivial line or directly before its next one (short lines and blank lines
+between them are skipped on both sides). Every format normalises to the same keys: line
+numbers on the left or the right, diff markers, fences, block quotes, wrapper tags, XML and
+JSON escaping, CRLF, tabs. Shuffled, sorted, reversed, sampled, every-other-line or
+interleaved lines show few pairs and score near 0; a window shows its share of the file; a
+file split across prompts loses nothing (a line at a cut still has its other neighbour). A
+file with one non-trivial line counts it when shown; a file whose lines are all short
+counts when every one of them is shown. Naming a path is not coverage. Empty files are never
+coverable and stay out of the denominator (:func:`coverable_files`).
 
-Everything is set arithmetic on one set of prompt lines, so 300 files against 300
-prompts of 10 KB takes a few milliseconds.
+The share is continuous. Its users turn it into what they need: the Episode's audit figure
+calls a file audited at :data:`DEFAULT_MIN_FRACTION`; the reward credits a file on a ramp
+(:func:`coverage_credit`). Everything is set arithmetic on the keys and key pairs of the
+prompts, in C-level maps: 300 files against 300 prompts of 10 KB, every line new, takes about
+twice what the old set-of-lines figure took (``docs/reward.md``, Coverage).
 """
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import compress, count, pairwise, repeat
+from operator import ge
 
-MIN_LINE_LENGTH = 8
+from deeprepo.findings.line_keys import MIN_LINE_LENGTH, line_keys, views
+
+__all__ = [
+    "DEFAULT_MIN_FRACTION",
+    "MIN_LINE_LENGTH",
+    "CoverageIndex",
+    "Shown",
+    "coverable_files",
+    "coverage_credit",
+    "covered_files",
+    "nontrivial_lines",
+    "prompt_lines",
+    "shown_in",
+    "shown_line_numbers",
+]
+
+#: In-order share at which a file counts as audited in the run's "audited N of M" figure,
+#: and below which the reward credits it nothing (:func:`coverage_credit`).
 DEFAULT_MIN_FRACTION = 0.9
-# The prefix ``prompts.strip_line_number`` removes, matched on every line of a whole prompt in
-# one pass: per-line calls cost ~0.1 s for 3 MB of prompts. A test pins the two together.
-# Anchored on "\n" rather than ``^`` with MULTILINE: twice as fast (callers prepend "\n").
-_NUMBER_PREFIXES_RE = re.compile(r"\n *\d+ \| ?")
-# Any common numbering or quoting before a line, matched the same way (one pass per prompt).
-_ANY_PREFIX = r"[ \t>]*(?:\[?(?:[Ll](?:ine)? ?)?\d{1,7}\]?(?:[ \t]*[|:.)\]][ \t]?|\t| +))?"
-_ANY_PREFIXES_RE = re.compile(r"\n" + _ANY_PREFIX)
-_ANY_PREFIX_RE = re.compile(_ANY_PREFIX)
-# Lines whose text as written differs from their prefix-stripped text: only these need
-# adding both ways (a code line that starts with a number, a quote mark or a bracket).
-_PREFIX_LIKE_RE = re.compile(r"\n[ \t]*((?:[>\[\d]|[Ll](?:ine)? ?\d)[^\n]*)")
-# A prompt carrying a file as one JSON-escaped string holds many of these.
-_ESCAPED_NEWLINES = 3
+# Joins prompts into one text for the regex passes: a non-trivial key no file has, so no
+# pair runs from one prompt into the next.
+_BARRIER = "\n\0\0\0\0\0\0\0\0\n"
 
 
-def _stripped_lines(text: str) -> set[str]:
-    out = set(map(str.strip, text.splitlines()))
-    out.discard("")
-    return out
+@dataclass(frozen=True)
+class Shown:
+    """What prompts showed: the key of every line, and how many times each pair of
+    non-trivial keys sat next to each other (short lines between them skipped) in a prompt.
+    A pair shown once credits one place in a file that has it twice: a shuffle that happens to
+    set two common lines side by side does not read every copy of them."""
+
+    lines: frozenset[str]
+    pairs: Counter[tuple[str, str]]
+
+    def __or__(self, other: Shown) -> Shown:
+        return Shown(self.lines | other.lines, Counter(self.pairs) + Counter(other.pairs))
 
 
-def nontrivial_lines(text: str) -> frozenset[str]:
-    """Distinct stripped lines of at least :data:`MIN_LINE_LENGTH` characters."""
-    return frozenset(s for s in _stripped_lines(text) if len(s) >= MIN_LINE_LENGTH)
+def shown_in(prompts: Iterable[str]) -> Shown:
+    """The keys and in-order key pairs of ``prompts`` (every view of each, see
+    :func:`deeprepo.findings.line_keys.views`)."""
+    texts = [view for prompt in prompts for view in views(prompt)]
+    keys = line_keys(_BARRIER.join(texts))
+    seq = _nontrivial(keys)
+    lines = set(keys)
+    lines.discard("")
+    return Shown(frozenset(lines), Counter(pairwise(seq)))
+
+
+def _nontrivial(keys: list[str]) -> list[str]:
+    """The keys of at least :data:`MIN_LINE_LENGTH` characters, in order (C-level maps)."""
+    return list(compress(keys, map(ge, map(len, keys), repeat(MIN_LINE_LENGTH))))
 
 
 def prompt_lines(prompts: Iterable[str]) -> set[str]:
-    """Every non-empty stripped line of the prompts, as written and with any numbering or
-    quoting prefix removed (see the module docstring)."""
-    out: set[str] = set()
-    for prompt in prompts:
-        _add_lines(out, prompt)
-        if prompt.count("\\n") >= _ESCAPED_NEWLINES:
-            _add_lines(out, unescape(prompt))
-    out.discard("")
-    return out
+    """The key of every non-empty line of the prompts, order left aside (which files a
+    prompt touches, and what the root was shown)."""
+    return set(shown_in(prompts).lines)
 
 
-def _add_lines(out: set[str], text: str) -> None:
-    out.update(map(str.strip, _ANY_PREFIXES_RE.sub("\n", "\n" + text).splitlines()))
-    out.update(map(str.strip, _PREFIX_LIKE_RE.findall("\n" + text)))
-
-
-def unescape(text: str) -> str:
-    """Undo the JSON/Python string escapes a file's text gets when a prompt embeds it as one
-    quoted string (``\\n``, ``\\t``, ``\\"``, ``\\\\``)."""
-    return (
-        text.replace("\\\\", "\0")
-        .replace("\\n", "\n")
-        .replace("\\t", "\t")
-        .replace('\\"', '"')
-        .replace("\\'", "'")
-        .replace("\0", "\\")
-    )
-
-
-def line_variants(line: str) -> tuple[str, ...]:
-    """One prompt line's stripped text, as written and without a numbering prefix (the
-    per-line form of :func:`prompt_lines`)."""
-    s = line.strip()
-    bare = _ANY_PREFIX_RE.sub("", line, count=1).strip()
-    return (s,) if bare == s or not bare else (s, bare)
-
-
-def line_number_prefix(line: str) -> int | None:
-    """The line number a prompt line is prefixed with (any common style), if any."""
-    m = _NUMBER_RE.match(line)
-    return int(m.group(1)) if m else None
-
-
-_NUMBER_RE = re.compile(r"[ \t>]*\[?(?:[Ll](?:ine)? ?)?(\d{1,7})\]?(?:[ \t]*[|:.)\]][ \t]?|\t| +)")
-
-
-def strip_numbering(text: str) -> str:
-    """``prompts.strip_line_number`` applied to every line of ``text`` at once."""
-    return _NUMBER_PREFIXES_RE.sub("\n", "\n" + text)[1:]
+def nontrivial_lines(text: str) -> frozenset[str]:
+    """Distinct keys of at least :data:`MIN_LINE_LENGTH` characters of ``text``'s lines."""
+    return frozenset(_nontrivial(line_keys(text)))
 
 
 def coverable_files(codebase: Mapping[str, str]) -> set[str]:
@@ -106,26 +98,48 @@ def coverable_files(codebase: Mapping[str, str]) -> set[str]:
     return {path for path, text in codebase.items() if text.strip()}
 
 
+def coverage_credit(share: float, floor: float = DEFAULT_MIN_FRACTION) -> float:
+    """The reward's credit for a file shown to ``share``: 0 up to ``floor``, rising linearly
+    to 1 for the whole file. Unread code costs more than read code earns: a file cut short
+    by a tenth is a tenth of its bugs unseen, and every file cut so is the whole task's."""
+    if share >= 1.0:
+        return 1.0
+    if floor >= 1.0 or share <= floor:
+        return 0.0
+    return (share - floor) / (1.0 - floor)
+
+
 class CoverageIndex:
-    """Per-file line sets of a codebase, built once and queried with prompt-line sets."""
+    """Per-file keys and key pairs of a codebase, built once and queried with :class:`Shown`."""
 
     def __init__(self, codebase: Mapping[str, str]) -> None:
-        self._files: dict[str, frozenset[str]] = {}  # path -> non-trivial lines
-        self._short: dict[
-            str, frozenset[str]
-        ] = {}  # path -> all lines, for files without long ones
+        self._seq: dict[str, list[str]] = {}  # path -> its non-trivial keys, in order
+        self._pairs: dict[str, list[tuple[str, str]]] = {}  # path -> its key pairs, in order
+        # path -> indexes of the pairs the file has more than once (credited once per showing)
+        self._repeats: dict[str, set[int]] = {}
+        self._files: dict[str, frozenset[str]] = {}  # path -> distinct non-trivial keys
+        self._short: dict[str, frozenset[str]] = {}  # path -> all keys, files without long ones
         self._by_line_cache: dict[str, list[str]] | None = None
+        self._by_pair_cache: dict[tuple[str, str], dict[str, list[int]]] | None = None
+        self._pair_set_cache: frozenset[tuple[str, str]] | None = None
         for path, text in codebase.items():
-            lines = nontrivial_lines(text)
-            if lines:
-                self._files[path] = lines
+            keys = line_keys(text)
+            seq = _nontrivial(keys)
+            if seq:
+                self._seq[path] = seq
+                self._files[path] = frozenset(seq)
+                pairs = self._pairs[path] = list(pairwise(seq))
+                if len(set(pairs)) < len(pairs):
+                    twice = {p for p, n in Counter(pairs).items() if n > 1}
+                    self._repeats[path] = {j for j, p in enumerate(pairs) if p in twice}
             elif text.strip():
-                self._short[path] = frozenset(_stripped_lines(text))
+                short = {k for k in keys if k} or {s for s in map(str.strip, keys) if s}
+                self._short[path] = frozenset(short or {text.strip()})
         self._total_lines = sum(map(len, self._files.values()))
 
     @property
     def _by_line(self) -> dict[str, list[str]]:
-        """line -> files holding it; built on first use (only small queries need it)."""
+        """key -> files holding it; built on first use (only small queries need it)."""
         if self._by_line_cache is None:
             index: dict[str, list[str]] = defaultdict(list)
             for path, lines in self._files.items():
@@ -135,11 +149,38 @@ class CoverageIndex:
         return self._by_line_cache
 
     @property
+    def _by_pair(self) -> dict[tuple[str, str], dict[str, list[int]]]:
+        """key pair -> file -> indexes of the pair's first line; built on first use."""
+        if self._by_pair_cache is None:
+            index: dict[tuple[str, str], dict[str, list[int]]] = defaultdict(dict)
+            for path, pairs in self._pairs.items():
+                for j, pair in enumerate(pairs):
+                    index[pair].setdefault(path, []).append(j)
+            self._by_pair_cache = dict(index)
+        return self._by_pair_cache
+
+    def pairs_in_order(self, shown: Shown) -> int:
+        """How many distinct pairs ``shown`` has that some file has too."""
+        if self._pair_set_cache is None:
+            self._pair_set_cache = frozenset(p for pairs in self._pairs.values() for p in pairs)
+        return len(self._pair_set_cache.intersection(shown.pairs))
+
+    @property
     def coverable(self) -> set[str]:
         return set(self._files) | set(self._short)
 
-    def fractions(self, lines: set[str]) -> dict[str, float]:
-        """Share of each file's non-trivial lines present in ``lines`` (files above 0 only)."""
+    def distinct_lines(self, path: str) -> frozenset[str]:
+        """``path``'s distinct non-trivial keys (:func:`nontrivial_lines` of its text)."""
+        return self._files.get(path, frozenset())
+
+    def lines_of(self, path: str) -> int:
+        """How many non-trivial lines ``path`` has (0 for a file of short lines only)."""
+        return len(self._seq.get(path, ()))
+
+    def fractions(self, lines: Iterable[str]) -> dict[str, float]:
+        """Share of each file's distinct non-trivial keys among ``lines``, order left aside:
+        which files a prompt *touches* (files above 0 only). Coverage is :meth:`shares`."""
+        lines = lines if isinstance(lines, set | frozenset) else set(lines)
         counts: dict[str, int] = defaultdict(int)
         # A prompt or two: walk its lines through the inverted index; many: intersect per file.
         if len(lines) * 4 < self._total_lines:
@@ -157,26 +198,61 @@ class CoverageIndex:
                 out[path] = 1.0
         return out
 
+    def shares(self, shown: Shown) -> dict[str, float]:
+        """Each file's in-order share (see the module docstring), files above 0 only."""
+        hits: dict[str, set[int]] = defaultdict(set)
+        pairs = shown.pairs
+        # Each shown pair credits as many places of a file as it was shown (the first ones).
+        if len(pairs) * 4 < self._total_lines:
+            for pair, times in pairs.items():
+                for path, firsts in self._by_pair.get(pair, {}).items():
+                    hits[path].update(firsts[:times])
+        else:
+            for path, file_pairs in self._pairs.items():
+                found = set(compress(count(), map(pairs.__contains__, file_pairs)))
+                repeated = found & self._repeats.get(path, set())
+                if repeated:
+                    used: dict[tuple[str, str], int] = defaultdict(int)
+                    for j in sorted(repeated):
+                        pair = file_pairs[j]
+                        if used[pair] >= pairs[pair]:
+                            found.discard(j)
+                        used[pair] += 1
+                if found:
+                    hits[path] = found
+        out: dict[str, float] = {}
+        for path, js in hits.items():
+            # Pair j shows lines j and j + 1.
+            shown_lines = js | set(map((1).__add__, js))
+            out[path] = len(shown_lines) / len(self._seq[path])
+        for path, seq in self._seq.items():
+            if len(seq) == 1 and seq[0] in shown.lines:
+                out[path] = 1.0
+        for path, short in self._short.items():
+            if short <= shown.lines:
+                out[path] = 1.0
+        return out
+
     def covered(
         self, prompts: Iterable[str], min_fraction: float = DEFAULT_MIN_FRACTION
     ) -> set[str]:
-        """Files covered by these prompts (see the module docstring)."""
-        return self.covered_by_lines(prompt_lines(prompts), min_fraction)
+        """Files shown in order to at least ``min_fraction`` by these prompts."""
+        return self.covered_by(shown_in(prompts), min_fraction)
 
-    def covered_by_lines(
-        self, lines: set[str], min_fraction: float = DEFAULT_MIN_FRACTION
-    ) -> set[str]:
-        return {path for path, frac in self.fractions(lines).items() if frac >= min_fraction}
+    def covered_by(self, shown: Shown, min_fraction: float = DEFAULT_MIN_FRACTION) -> set[str]:
+        """:meth:`covered` for what the prompts showed (:func:`shown_in`)."""
+        return {path for path, share in self.shares(shown).items() if share >= min_fraction}
 
 
 def covered_files(
     codebase: Mapping[str, str], prompts: Iterable[str], min_fraction: float = DEFAULT_MIN_FRACTION
 ) -> set[str]:
-    """Files of ``codebase`` whose content reached a worker through ``prompts``."""
+    """Files of ``codebase`` whose content reached a worker, in order, through ``prompts``."""
     return CoverageIndex(codebase).covered(prompts, min_fraction)
 
 
-def shown_line_numbers(text: str, lines: set[str]) -> set[int]:
+def shown_line_numbers(text: str, lines: Iterable[str]) -> set[int]:
     """1-based numbers (counted as ``prompts.number_lines`` does) of the lines of ``text``
-    whose stripped content is in ``lines``."""
-    return {i for i, ln in enumerate(text.split("\n"), 1) if (s := ln.strip()) and s in lines}
+    whose key is in ``lines``."""
+    wanted = lines if isinstance(lines, set | frozenset) else set(lines)
+    return {i for i, k in enumerate(line_keys(text), 1) if k and k in wanted}

@@ -3,7 +3,8 @@
 A run's *audit set* is every non-empty file whose scope (:mod:`deeprepo.codebase.scope`)
 is among the audited scopes: by default every scope but ``docs``; ``--include-scope`` and
 ``--exclude-scope`` change it. A file is *audited* when at least
-:data:`AUDIT_MIN_FRACTION` of its non-trivial lines reached a worker through a prompt the
+:data:`AUDIT_MIN_FRACTION` of its non-trivial lines reached a worker *in order*
+(``findings.coverage``: shuffled or sampled lines are not an audit) through a prompt the
 worker *answered* (a prompt refused by a budget or one whose call failed does not count).
 The run is complete only when the root set its answer and every file of the audit set was
 audited; otherwise :func:`shortfall` says why, with the option that would change it.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from deeprepo.base.errors import UsageError
 from deeprepo.base.records import NotAnalysed, RunResult, StopReason
 from deeprepo.codebase.scope import SCOPES
-from deeprepo.findings.coverage import CoverageIndex
+from deeprepo.findings.coverage import DEFAULT_MIN_FRACTION, CoverageIndex, Shown
 
 __all__ = [
     "AUDIT_MIN_FRACTION",
@@ -42,10 +43,12 @@ __all__ = [
     "with_not_analysed",
 ]
 
-#: Share of a file's non-trivial lines that must reach a worker for the file to count as
-#: audited. Half a file is not an audit: a whole file sent (in one prompt or in slices)
-#: scores 1.0; the slack absorbs lines a prompt builder may drop (a closing tag).
-AUDIT_MIN_FRACTION = 0.9
+#: In-order share of a file's non-trivial lines that must reach a worker for the file to
+#: count as audited. Half a file is not an audit: a whole file sent (in one prompt or in
+#: slices) scores 1.0; the slack absorbs lines a prompt builder may drop (a long data table).
+#: A yes/no per file, for the people reading "audited N of M"; the reward credits the share
+#: itself (decision 80).
+AUDIT_MIN_FRACTION = DEFAULT_MIN_FRACTION
 #: Scopes audited unless the user says otherwise: prose is not code.
 DEFAULT_AUDIT_SCOPES: frozenset[str] = frozenset(s for s in SCOPES if s != "docs")
 
@@ -100,17 +103,17 @@ def audited_files(
     answered_prompts: Iterable[str],
     among: Iterable[str],
     *,
-    lines: set[str] | None = None,
+    shown: Shown | None = None,
 ) -> list[str]:
-    """The paths of ``among`` whose content reached a worker through answered prompts
-    (``lines``: their ``prompt_lines``, when the caller has them already)."""
+    """The paths of ``among`` whose content reached a worker, in order, through answered
+    prompts (``shown``: what they showed, ``coverage.shown_in``, when the caller has it)."""
     targets = set(among)
     subset = {p: files[p] for p in targets if p in files}
     index = CoverageIndex(subset)
-    if lines is None:
+    if shown is None:
         covered = index.covered(answered_prompts, AUDIT_MIN_FRACTION)
     else:
-        covered = index.covered_by_lines(lines, AUDIT_MIN_FRACTION)
+        covered = index.covered_by(shown, AUDIT_MIN_FRACTION)
     return sorted(covered & targets)
 
 

@@ -21,7 +21,7 @@ from deeprepo.base.errors import BudgetExceeded, ProviderError, SandboxError
 from deeprepo.base.finding import Finding, dedupe, finding_from_dict
 from deeprepo.base.records import RunResult, StopReason, Turn
 from deeprepo.codebase.model import Codebase
-from deeprepo.findings.coverage import prompt_lines
+from deeprepo.findings.coverage import shown_in
 from deeprepo.orchestrator.audit import (
     DEFAULT_AUDIT_SCOPES,
     DispatchStats,
@@ -264,8 +264,8 @@ class Episode:
         if incomplete:
             content = salvage_report(findings, stop_reason, stop_detail, partial=content)
         sent = list(self.dispatcher.sent_prompts)
-        sent_lines = prompt_lines(sent)  # one pass over the prompts for coverage and behaviour
-        audited = audited_files(self.codebase.files, sent, self.audit_paths, lines=sent_lines)
+        shown = shown_in(sent)  # one pass over the prompts for coverage and behaviour
+        audited = audited_files(self.codebase.files, sent, self.audit_paths, shown=shown)
         unaudited = sorted(set(self.audit_paths) - set(audited))
         d = self.dispatcher
         stats = DispatchStats(
@@ -313,7 +313,7 @@ class Episode:
                 [turn_calls(t) for t in turns],
                 files=self.codebase.files,
                 sent_prompts=sent,
-                sent_lines=sent_lines,
+                sent_lines=set(shown.lines),
             ),
         )
 

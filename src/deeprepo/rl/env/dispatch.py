@@ -1,20 +1,21 @@
 """What a run's worker prompts carried, measured on content (``findings.coverage``):
-which source files reached a worker, how many prompts carried code, and how much of it was
-sent again blindly. The reward's coverage, delegation and redundancy come from here."""
+how much of each source file reached a worker in order, how many prompts carried code, and
+how much of it was sent again blindly. The reward's coverage, delegation and redundancy
+come from here."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from deeprepo.codebase.languages import language_of
 from deeprepo.findings.coverage import (
     DEFAULT_MIN_FRACTION,
     CoverageIndex,
+    Shown,
     coverable_files,
-    nontrivial_lines,
-    prompt_lines,
+    shown_in,
 )
 from deeprepo.findings.grading import GroundTruthEntry
 
@@ -32,8 +33,8 @@ _LOCK_FILES = frozenset(
         "composer.lock",
     }
 )
-# A prompt holding this many distinct non-trivial codebase lines carries content even when it
-# covers no whole file (a slice of a big file).
+# A prompt showing this many non-trivial codebase lines in order carries content even when it
+# covers no whole file (a slice of a big file); shuffled or sampled lines carry none.
 _CONTENT_LINES = 30
 # A re-send of at most this many file-unique lines, showing under half of every file it
 # touches, is a targeted re-query (verification), not a blind repeat.
@@ -47,7 +48,7 @@ _TARGETED_MIN_LINES = 5
 class DispatchStats:
     """What the sub-LLM prompts of one run carried, measured on content."""
 
-    covered: frozenset[str]  # files whose content reached a worker
+    covered: frozenset[str]  # files shown in order to at least ``min_fraction``
     prompts: int
     content_prompts: int  # prompts that carried file content
     shown_lines: int  # file-unique lines dispatched, once per prompt (targeted ones left out)
@@ -55,6 +56,8 @@ class DispatchStats:
     duplicate_prompts: int  # prompts identical to an earlier one
     repeated_lines: int = 0  # file-unique lines of blind re-sends that had been sent before
     targeted_prompts: int = 0  # short re-queries of content already sent (verification)
+    # file -> in-order share of it the prompts showed (``CoverageIndex.shares``), above 0 only
+    shares: Mapping[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def redundancy(self) -> float:
@@ -90,6 +93,9 @@ def dispatch_stats(
 ) -> DispatchStats:
     """Coverage, content-carrying prompts and repeated content of ``prompts`` over ``files``.
 
+    Coverage and content are measured in order (``CoverageIndex.shares``): a prompt carries
+    content when it shows a file to ``min_fraction`` or 30 of its lines in order.
+
     Repeats are counted on lines that belong to exactly one file, so boilerplate shared by
     many files (imports, license headers) never looks like a second dispatch. Only *blind*
     re-sends count: a file's lines shown again in a prompt whose files were all shown
@@ -99,26 +105,31 @@ def dispatch_stats(
     under half of every file it touches is a targeted re-query (checking a finding).
     """
     index = index or CoverageIndex(files)
-    per_file = {path: nontrivial_lines(text) for path, text in files.items()}
+    per_file = {path: index.distinct_lines(path) for path in files}
     owners = Counter(line for lines in per_file.values() for line in lines)
     owner = {line: path for path, lines in per_file.items() for line in lines if owners[line] == 1}
     unique = set(owner)
-    everything = set(owners)
     groups: dict[str, list[frozenset[str]]] = {}  # file -> the file sets it was shown in
     seen: set[str] = set()
     shown = content = repeated = targeted = 0
     all_lines: set[str] = set()
+    all_pairs: Counter[tuple[str, str]] = Counter()
     for prompt in prompts:
-        lines = prompt_lines([prompt])
-        all_lines |= lines
+        shown_here = shown_in([prompt])
+        all_lines |= shown_here.lines
+        all_pairs.update(shown_here.pairs.elements())  # counted in C, not item by item
+        lines = shown_here.lines
         mine = lines & unique
-        fractions = index.fractions(lines)
+        # Lines shown in order, at least (a run of n pairs is n + 1 lines): one set
+        # intersection, where each file's share would cost a walk of the prompt's pairs.
+        pairs = index.pairs_in_order(shown_here)
+        in_order = pairs + 1 if pairs else 0
         again = mine & seen
         group = frozenset(owner[ln] for ln in mine)
         is_targeted = bool(
             again
             and len(mine) <= _TARGETED_LINES
-            and all(f < _TARGETED_SHARE for f in fractions.values())
+            and all(f < _TARGETED_SHARE for f in index.fractions(lines).values())
         )
         if is_targeted:
             targeted += 1
@@ -130,14 +141,15 @@ def dispatch_stats(
             groups.setdefault(f, []).append(group)
         seen |= mine
         if (
-            len(lines & everything) >= _CONTENT_LINES
-            or any(frac >= min_fraction for frac in fractions.values())
-            or (is_targeted and len(mine) >= _TARGETED_MIN_LINES)
+            in_order >= _CONTENT_LINES
+            or (is_targeted and in_order >= _TARGETED_MIN_LINES)
+            or any(share >= min_fraction for share in index.shares(shown_here).values())
         ):
             content += 1  # a check of a finding carries the code it checks
-    covered = index.covered_by_lines(all_lines, min_fraction)
+    shares = index.shares(Shown(frozenset(all_lines), all_pairs))
     return DispatchStats(
-        covered=frozenset(covered),
+        covered=frozenset(f for f, share in shares.items() if share >= min_fraction),
+        shares=shares,
         prompts=len(prompts),
         content_prompts=content,
         shown_lines=shown,

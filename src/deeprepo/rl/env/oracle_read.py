@@ -1,7 +1,9 @@
 """What a prompt shows the oracle: which files' lines it holds, where, and the instruction
-around them. Files are found by content (``findings.coverage``): bare, fenced, quoted or
-numbered lines, with or without a path header; without a codebase only ``<file
-path="...">`` blocks are read, and trusted."""
+around them. Files are found by content, through the keys coverage compares
+(``findings.line_keys``): bare, fenced, quoted, numbered on the left or the right, diff
+markers, wrapper tags, XML or JSON escaping, with or without a path header, so every format
+that counts as coverage is read. Without a codebase only ``<file path="...">`` blocks are
+read, and trusted."""
 
 from __future__ import annotations
 
@@ -13,11 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from deeprepo.base.prompts import extract_file_blocks
-from deeprepo.findings.coverage import (
+from deeprepo.findings.line_keys import (
     MIN_LINE_LENGTH,
-    line_number_prefix,
-    line_variants,
-    unescape,
+    line_keys,
+    outside_literals,
+    shown_number,
+    split_lines,
+    views,
 )
 
 __all__ = ["PromptReader", "ShownFile"]
@@ -84,9 +88,9 @@ class ShownFile:
 
 
 # One line's reading: ``None`` (a short line of the repository: neither code shown nor
-# instruction), ``()`` (instruction text), or ``(variant, number, places)``: the line as the
-# index knows it, the number the prompt gives it, and where it is shown (empty when ambiguous).
-_Resolved = tuple[str, int | None, tuple[tuple[str, int], ...]] | tuple[()] | None
+# instruction), ``()`` (instruction text), or ``(number, places)``: the number the prompt
+# gives the line and where in the repository it is (empty when ambiguous).
+_Resolved = tuple[int | None, tuple[tuple[str, int], ...]] | tuple[()] | None
 _MEMO_LINES = 20_000  # distinct prompt lines remembered per codebase before starting over
 _SHARED = 16  # codebases whose index is kept for the next reader (rollouts of one task)
 
@@ -98,47 +102,47 @@ class _Index:
 
     def __init__(self, codebase: Mapping[str, str]) -> None:
         where: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        self.all_lines: set[str] = set()
+        self.all_keys: set[str] = set()
+        self.as_written: set[str] = set()  # the files' own lines, blanks collapsed
+        self.text: dict[str, list[str]] = {}  # path -> its stripped lines
         self.nontrivial: dict[str, list[int]] = {}
         for path, text in codebase.items():
-            lines = [ln.strip() for ln in text.split("\n")]
-            self.nontrivial[path] = [i for i, s in enumerate(lines, 1) if len(s) >= MIN_LINE_LENGTH]
-            for i, s in enumerate(lines, 1):
-                if s:
-                    self.all_lines.add(s)
-                    if len(s) >= MIN_LINE_LENGTH:
-                        where[s].append((path, i))
+            keys = line_keys(text)
+            self.text[path] = [ln.strip() for ln in split_lines(text)]
+            self.as_written.update(" ".join(ln.split()) for ln in self.text[path])
+            self.nontrivial[path] = [i for i, k in enumerate(keys, 1) if len(k) >= MIN_LINE_LENGTH]
+            for i, k in enumerate(keys, 1):
+                if k:
+                    self.all_keys.add(k)
+                    if len(k) >= MIN_LINE_LENGTH:
+                        where[k].append((path, i))
         self.where = dict(where)
         self.memo: dict[str, _Resolved] = {}
 
-    def resolve(self, raw: str) -> _Resolved:
-        """What the (non-blank) prompt line ``raw`` shows."""
+    def resolve(self, raw: str, key: str) -> _Resolved:
+        """What the (non-blank) prompt line ``raw``, whose key is ``key``, shows."""
         try:
             return self.memo[raw]
         except KeyError:
             pass
         if len(self.memo) >= _MEMO_LINES:
             self.memo.clear()
-        out = self.memo[raw] = self._resolve(raw)
+        out = self.memo[raw] = self._resolve(raw, key)
         return out
 
-    def _resolve(self, raw: str) -> _Resolved:
-        variants = line_variants(raw)
-        for k, variant in enumerate(variants):
-            places = self.where.get(variant)
-            if places is None:
-                continue
-            if len(places) > _AMBIGUOUS:
-                return (variant, None, ())
-            number = line_number_prefix(raw) if k else None
-            if number is not None:
-                # A line whose text repeats in a file is the copy its number names.
-                exact = {path for path, n in places if n == number}
-                places = [(p, n) for p, n in places if p not in exact or n == number]
-            return (variant, number, tuple(places))
-        if any(v in self.all_lines for v in variants):
-            return None
-        return ()
+    def _resolve(self, raw: str, key: str) -> _Resolved:
+        places = self.where.get(key)
+        if places is None:
+            return None if key in self.all_keys or not key else ()
+        if len(places) > _AMBIGUOUS:
+            return (None, ())
+        # A number the line shows is its own unless the code itself reads so (``1 + x``).
+        number = None if " ".join(raw.split()) in self.as_written else shown_number(raw)
+        if number is not None:
+            # A line whose text repeats in a file is the copy its number names.
+            exact = {path for path, n in places if n == number}
+            places = [(p, n) for p, n in places if p not in exact or n == number]
+        return (number, tuple(places))
 
 
 _shared: OrderedDict[frozenset[tuple[str, str]], _Index] = OrderedDict()
@@ -176,37 +180,52 @@ class PromptReader:
             return self._read_blocks(prompt)
         if self._index is None:
             self._index = _index_for(self._codebase)
-        index = self._index
-        resolve, nontrivial = index.resolve, index.nontrivial
-        lines = prompt.split("\n")
-        if prompt.count("\\n") >= 3 and len(lines) < prompt.count("\\n"):
-            lines = unescape(prompt).split("\n")  # a file embedded as one escaped string
-        shown: dict[str, ShownFile] = {}
-        instruction: list[str] = []
-        size = 0
-        for pos, raw in enumerate(lines):
-            if not raw.strip():
-                continue
-            size += 1
-            found = resolve(raw)
-            if found is None:
-                continue
-            if not found:
-                instruction.append(raw)
-                continue
-            variant, number, places = found
-            for path, n in places:
-                view = shown.get(path)
-                if view is None:
-                    view = shown[path] = ShownFile(path, nontrivial=nontrivial[path])
-                view.add(n, pos, variant, number)
+        # A prompt wrapping code in string literals is read as its unwrapped view (the one
+        # whose lines resolve to the most code); its instruction is what is outside them.
+        best: tuple[int, dict[str, ShownFile], str, int] | None = None
+        for k, text in enumerate(views(prompt)):
+            shown, instruction, size = self._read_text(text)
+            code = sum(len(v.at) for v in shown.values())
+            if best is None or code > best[0]:
+                if k:
+                    instruction = self._read_text(outside_literals(prompt))[1]
+                best = (code, shown, instruction, size)
+        assert best is not None
+        _, shown, instruction, size = best
+        nontrivial = self._index.nontrivial
         # Files that only share a line or two (boilerplate) with the prompt are not shown.
         kept = {
             p: v
             for p, v in shown.items()
             if v.shown_nontrivial >= min(5, max(1, len(nontrivial[p]) // 2))
         }
-        return kept, "\n".join(instruction), size
+        return kept, instruction, size
+
+    def _read_text(self, text: str) -> tuple[dict[str, ShownFile], str, int]:
+        index = self._index
+        assert index is not None
+        resolve, nontrivial, file_text = index.resolve, index.nontrivial, index.text
+        lines = split_lines(text)
+        shown: dict[str, ShownFile] = {}
+        instruction: list[str] = []
+        size = 0
+        for pos, (raw, key) in enumerate(zip(lines, line_keys(text), strict=True)):
+            if not raw.strip():
+                continue
+            size += 1
+            found = resolve(raw, key)
+            if found is None:
+                continue
+            if not found:
+                instruction.append(raw)
+                continue
+            number, places = found
+            for path, n in places:
+                view = shown.get(path)
+                if view is None:
+                    view = shown[path] = ShownFile(path, nontrivial=nontrivial[path])
+                view.add(n, pos, file_text[path][n - 1], number)
+        return shown, "\n".join(instruction), size
 
     def _read_blocks(self, prompt: str) -> tuple[dict[str, ShownFile], str, int]:
         shown: dict[str, ShownFile] = {}

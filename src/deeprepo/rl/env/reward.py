@@ -7,7 +7,9 @@ Every part is a number in [0, 1] and is reported as its own metric::
     grounding        share of the true positives a worker reported as submitted (same file,
                      line within tolerance, same class) in a reply to a prompt that carried
                      that code (``grounding.py``; 1.0 when no replies were recorded)
-    coverage         share of coverable source files whose *content* reached a sub-LLM
+    coverage         mean credit of the coverable source files: how much of each file's content
+                     reached a sub-LLM *in order* (``findings.coverage``), credited on a ramp
+                     from ``min_fraction`` (0) to the whole file (1)
     delegation       share of sub-calls sent in parallel batches (size > 1), times the share
                      of sent prompts that carried file content
     efficiency       turns and root tokens against a budget scaled by the task's size, times
@@ -46,7 +48,7 @@ from typing import TypeVar
 
 from deeprepo.base.errors import ConfigError
 from deeprepo.base.records import RunResult
-from deeprepo.findings.coverage import DEFAULT_MIN_FRACTION, CoverageIndex
+from deeprepo.findings.coverage import DEFAULT_MIN_FRACTION, CoverageIndex, coverage_credit
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
     GroundTruthEntry,
@@ -101,7 +103,9 @@ class RewardWeights:
     beta: float = 0.5  # F-beta of the quality part; < 1 weighs precision more
     tolerance: int = DEFAULT_TOLERANCE  # grading line tolerance
     coverage_threshold: float = 0.8  # below this, submitting is "finalising before coverage"
-    min_fraction: float = DEFAULT_MIN_FRACTION  # share of a file's lines that makes it covered
+    # In-order share of a file at or below which it earns no coverage (credit rises linearly
+    # to 1 for the whole file): a file cut short by a tenth earns nothing.
+    min_fraction: float = DEFAULT_MIN_FRACTION
     base_turns: float = 6.0  # turn budget = base_turns + source files / files_per_turn
     files_per_turn: float = 50.0
     base_root_tokens: float = 30_000.0  # root token budget = base + share * codebase tokens
@@ -213,7 +217,9 @@ def compute_reward(
         )
         grounding = grounded_tp / len(score.matches)
     gate = quality * (w.grounding_floor + (1.0 - w.grounding_floor) * grounding)
-    coverage = len(stats.covered & sources) / len(sources) if sources else 1.0
+    credits = {f: coverage_credit(stats.shares.get(f, 0.0), w.min_fraction) for f in sources}
+    coverage = sum(credits.values()) / len(sources) if sources else 1.0
+    share = sum(stats.shares.get(f, 0.0) for f in sources) / len(sources) if sources else 1.0
 
     requested = sum(result.batch_sizes)
     batched = sum(n for n in result.batch_sizes if n > 1)
@@ -260,7 +266,8 @@ def compute_reward(
         "replies_recorded": float(len(replies) if replies is not None else 0),
         "targeted_prompts": float(stats.targeted_prompts),
         "source_files": float(len(sources)),
-        "files_covered": float(len(stats.covered & sources)),
+        "files_covered": sum(credits.values()),  # in whole-file equivalents
+        "coverage_share": share,  # mean in-order share, before the ramp
         "content_prompts": float(stats.content_prompts),
         "batch_share": batch_share,
         "turn_budget": turn_budget,

@@ -6,7 +6,13 @@ calibrated against (``reference.py``) and the gaming suite it must keep low
 from __future__ import annotations
 
 from deeprepo.builtin.scripted import register_policy
-from deeprepo.rl.policies import adversarial, reference, routes_hard, routes_oracle
+from deeprepo.rl.policies import (
+    adversarial,
+    reference,
+    routes_coverage,
+    routes_hard,
+    routes_oracle,
+)
 
 __all__ = ["RESEARCH_POLICIES", "register"]
 
@@ -39,6 +45,8 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     "verbatim": routes_hard.VERBATIM,
     # Issue 19 item 2: non-audit requests, a template matcher, two giant prompts.
     **routes_oracle.ROUTES,
+    # Issue 19's coverage routes and honest formats.
+    **routes_coverage.POLICIES,
 }
 
 

@@ -54,7 +54,9 @@ set_answer("# Report\n\nAll " + str(len(sources)) + " files were sent to workers
 """
 ]
 
-_GREP = r"""
+# The ~12 generic sink patterns a grep (or a template matcher) looks for; ``routes_coverage``
+# reuses them to pick the windows its route sends.
+SINKS = r"""
 SINKS = [
     (r"execute\w*\(.*(%|\.format\(|\+|f[\"'])|f[\"'](SELECT|INSERT|UPDATE|DELETE)", "sql-injection", "CWE-89"),
     (r"shell\s*=\s*True|os\.system\(|child_process|execSync\(|\bexec\(`", "command-injection", "CWE-78"),
@@ -69,6 +71,11 @@ SINKS = [
     (r"render_template_string\(", "code-injection", "CWE-94"),
     (r"verify\s*=\s*False|rejectUnauthorized:\s*false", "tls-verification", "CWE-295"),
 ]
+"""
+
+_GREP = (
+    SINKS
+    + r"""
 found = 0
 for p in sources:
     for i, line in enumerate(codebase[p].split("\n"), 1):
@@ -78,6 +85,7 @@ for p in sources:
                 found += 1
                 break
 """
+)
 
 REGEX_ONLY = [
     HELPERS
