@@ -6,7 +6,7 @@ calibrated against (``reference.py``) and the gaming suite it must keep low
 from __future__ import annotations
 
 from deeprepo.builtin.scripted import register_policy
-from deeprepo.rl.policies import adversarial, reference
+from deeprepo.rl.policies import adversarial, compact, reference
 
 __all__ = ["RESEARCH_POLICIES", "register"]
 
@@ -26,10 +26,14 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     "serial": adversarial.SERIAL,
     "own-prompts": adversarial.OWN_PROMPTS,
     "per-file": adversarial.PER_FILE,
+    # The expert's method in turns short enough for a small model to learn (issue 21).
+    "compact": compact.COMPACT,
 }
 
 
 def register() -> None:
     """Make every research policy a ``scripted/<name>`` root model."""
     for name, turns in RESEARCH_POLICIES.items():
-        register_policy(name, turns, reference.FINAL.get(name))
+        register_policy(
+            name, turns, {**reference.FINAL, "compact": compact.COMPACT_FINAL}.get(name)
+        )
