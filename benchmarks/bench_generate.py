@@ -22,11 +22,14 @@ each; every run of a repeat starts from the same seed, so the variants sample th
 
 Models: ``tiny`` (built in-process, 4,096-token vocabulary), a transformers checkpoint folder,
 or a GGUF file (dequantised on load; ``deeprepo local setup`` ships SmolLM2-135M, 49,152
-tokens, and the Qwen2.5-Coder files, 151,936 tokens).
+tokens, and the Qwen2.5-Coder files, 151,936 tokens). ``--vocab 151936`` gives a model
+Qwen's vocabulary size (random new embedding rows): the scores path's cost follows the
+vocabulary, so the tiny model then shows it in seconds on a CPU.
 
 Run: ``.venv/bin/python benchmarks/bench_generate.py [--model tiny|DIR|FILE.gguf]
 [--device cpu|cuda] [--dtype float32|bfloat16] [--batch 8] [--prompt 256] [--new 64]
-[--repeats 5] [--temperature 1.0] [--cache dynamic|static] [--variants plain,rollout,...]
+[--repeats 5] [--temperature 1.0] [--cache dynamic|static] [--vocab N]
+[--variants plain,rollout,...]
 [--threads 1] [--json]``
 """
 
@@ -161,6 +164,10 @@ def measure(opts: argparse.Namespace) -> dict[str, Any]:
         torch.set_num_threads(opts.threads)
     with tempfile.TemporaryDirectory() as tmp:
         model, tokenizer = load(opts.model, opts.device, opts.dtype, Path(tmp))
+    if opts.vocab:
+        # Random new rows: what the scores path costs grows with the vocabulary, not the model.
+        torch.manual_seed(opts.seed)
+        model.resize_token_embeddings(opts.vocab, mean_resizing=False)
     rows = contexts(tokenizer, opts.batch, opts.prompt, opts.seed)
     run = runners(model, tokenizer, rows, opts)
 
@@ -185,6 +192,8 @@ def measure(opts: argparse.Namespace) -> dict[str, Any]:
             sync()
             rates[name].append(count / (time.perf_counter() - started))
             tokens[name].append(count)
+            # On stderr as it goes: a run cut short by a time limit still leaves its figures.
+            print(f"repeat {repeat + 1} {name}: {rates[name][-1]:.1f} tokens/s", file=sys.stderr)
     medians = {name: statistics.median(v) for name, v in rates.items()}
     base = medians.get("plain")
     return {
@@ -221,6 +230,9 @@ def main() -> int:
     parser.add_argument("--cache", default="dynamic", choices=("dynamic", "static"))
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="which to run, comma-separated"
+    )
+    parser.add_argument(
+        "--vocab", type=int, default=0, help="resize the vocabulary to this (151936: Qwen's)"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--seed", type=int, default=0)
