@@ -8,6 +8,7 @@ from __future__ import annotations
 from deeprepo.builtin.scripted import register_policy
 from deeprepo.rl.policies import (
     adversarial,
+    compact,
     reference,
     routes_coverage,
     routes_hard,
@@ -47,10 +48,14 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     **routes_oracle.ROUTES,
     # Issue 19's coverage routes and honest formats.
     **routes_coverage.POLICIES,
+    # The expert's method in turns short enough for a small model to learn (issue 21).
+    "compact": compact.COMPACT,
 }
 
 
 def register() -> None:
     """Make every research policy a ``scripted/<name>`` root model."""
     for name, turns in RESEARCH_POLICIES.items():
-        register_policy(name, turns, reference.FINAL.get(name))
+        register_policy(
+            name, turns, {**reference.FINAL, "compact": compact.COMPACT_FINAL}.get(name)
+        )

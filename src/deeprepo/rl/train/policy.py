@@ -21,8 +21,10 @@ text closes an assistant message and which text wraps a user message.
 Replies of all rollouts in flight are generated together (:class:`GenerationQueue`): the
 queue waits until every live episode is waiting for the policy, then runs one batched
 generation, which is what makes a GPU worth using: transformers' ``generate`` (left-padded,
-:func:`generate_batch`) or, with ``[grpo] use_vllm = true``, TRL's colocated vLLM engine
-(:func:`generate_vllm`), which TRL syncs with the policy's weights before each step.
+:func:`~deeprepo.rl.train.generation.generate_batch`) or, with ``[grpo] use_vllm = true``,
+TRL's colocated vLLM engine (:func:`~deeprepo.rl.train.generation.generate_vllm`), which TRL
+syncs with the policy's weights before each step. Both live in ``train/generation.py`` and are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.base.errors import BudgetExceeded, ConfigError
+from deeprepo.rl.train.generation import Generated, generate_batch, generate_vllm
 
 __all__ = [
     "ChatFrame",
@@ -128,130 +131,6 @@ class TokenTrace:
         self.completion_ids.extend(ids)
         self.env_mask.extend([1 if model else 0] * len(ids))
         self.logprobs.extend(logprobs if model else [0.0] * len(ids))
-
-
-@dataclass(frozen=True)
-class Generated:
-    """One sampled reply: its tokens, their log-probabilities, and whether it ended by EOS."""
-
-    ids: list[int]
-    logprobs: list[float]
-    ended: bool
-
-
-def generate_batch(
-    model: Any,
-    tokenizer: Any,
-    contexts: Sequence[Sequence[int]],
-    max_new_tokens: Sequence[int],
-    *,
-    temperature: float,
-) -> list[Generated]:
-    """Sample one reply for each context in one left-padded ``generate`` call."""
-    import torch
-
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = tokenizer.eos_token_id
-    width = max(len(c) for c in contexts)
-    ids = torch.full((len(contexts), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(contexts), width), dtype=torch.long)
-    for row, context in enumerate(contexts):
-        ids[row, width - len(context) :] = torch.tensor(list(context), dtype=torch.long)
-        mask[row, width - len(context) :] = 1
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=ids.to(device),
-                attention_mask=mask.to(device),
-                do_sample=True,
-                temperature=temperature,
-                top_k=0,
-                top_p=1.0,
-                max_new_tokens=max(max_new_tokens),
-                eos_token_id=eos,
-                pad_token_id=pad,
-                use_cache=True,
-                return_dict_in_generate=True,
-                output_scores=True,
-            )
-    finally:
-        if was_training:
-            model.train()
-    new = out.sequences[:, width:].cpu()
-    steps = torch.stack(out.scores, dim=1).float().log_softmax(-1).cpu()  # [batch, new, vocab]
-    chosen = steps.gather(-1, new.unsqueeze(-1)).squeeze(-1)
-    results: list[Generated] = []
-    for row, limit in enumerate(max_new_tokens):
-        tokens = new[row].tolist()
-        ended = False
-        keep = min(limit, len(tokens))
-        for i, tok in enumerate(tokens[:keep]):
-            if tok == eos:
-                keep, ended = i + 1, True
-                break
-        results.append(Generated(tokens[:keep], chosen[row, :keep].tolist(), ended))
-    return results
-
-
-def generate_vllm(
-    engine: Any,
-    contexts: Sequence[Sequence[int]],
-    max_new_tokens: Sequence[int],
-    *,
-    eos_token_id: int | None,
-) -> list[Generated]:
-    """Sample one reply for each context with TRL's vLLM engine (``trainer.vllm_generation``).
-
-    TRL 1.16 ``trl/generation/vllm_generation.py:550``::
-
-        def generate(self, prompts: list[list[int]], images: list[list | None] | None,
-                     num_generations: int, profiler: ProfilingContext | None = None) -> tuple
-        # -> (prompt_ids, completion_ids, logprobs, logprob_token_ids); logprobs is
-        #    [sequence][token][k] with k = 1 when TRL built the engine with logprobs=0
-
-    In colocate mode it builds one ``SamplingParams`` from the engine's own attributes
-    (``n=1``, ``temperature``, ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty``,
-    ``max_tokens=max_completion_length``, ``logprobs``; lines 662-683), which
-    ``GRPOTrainer`` set from ``GRPOConfig`` (``grpo_trainer.py:1107-1138``), and returns the
-    outputs in the order of ``prompts`` (lines 729-733). One request length serves all rows, so
-    each reply is cut here to its own limit, as :func:`generate_batch` does. A reply counts as
-    ended only at the tokenizer's EOS, as on the transformers path; vLLM may also stop at
-    another EOS of the model's generation config, and the chat frame then closes the message
-    after that token: the sequence still only grows by appending.
-    """
-    limit = getattr(engine, "max_completion_length", None)
-    if limit is not None and max(max_new_tokens) > int(limit):
-        raise RuntimeError(
-            f"the vLLM engine generates at most {limit} tokens a reply but a rollout asked for "
-            f"{max(max_new_tokens)} (GRPOConfig.max_completion_length must be "
-            "episode.max_new_tokens)"
-        )
-    _, completions, logprobs, _ = engine.generate(
-        prompts=[list(c) for c in contexts], images=None, num_generations=1
-    )
-    if len(completions) != len(contexts):
-        raise RuntimeError(
-            f"the vLLM engine returned {len(completions)} replies for {len(contexts)} prompts"
-        )
-    if logprobs is None:
-        raise RuntimeError("the vLLM engine returned no log-probabilities (logprobs=None)")
-    results: list[Generated] = []
-    for ids, per_token, limit_row in zip(completions, logprobs, max_new_tokens, strict=True):
-        tokens = [int(t) for t in ids]
-        keep, ended = min(limit_row, len(tokens)), False
-        for i, tok in enumerate(tokens[:keep]):
-            if tok == eos_token_id:
-                keep, ended = i + 1, True
-                break
-        # The sampled token's log-probability is the first of each token's list; vLLM's NaN
-        # comes back as None (extract_logprobs, line 96): NaN again, as TRL reads it
-        # (grpo_trainer.py:2463-2470 maps None to NaN and zeroes its importance-ratio term).
-        values = [float("nan") if lp[0] is None else float(lp[0]) for lp in per_token[:keep]]
-        results.append(Generated(tokens[:keep], values, ended))
-    return results
 
 
 class GenerationQueue:

@@ -27,15 +27,8 @@ from deeprepo.rl.env.reward import PARTS, PENALTIES, part_metric
 from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
 from deeprepo.rl.env.tasks import Task
 from deeprepo.rl.train.config import EpisodeSection
-from deeprepo.rl.train.policy import (
-    ChatFrame,
-    Generated,
-    GenerationQueue,
-    PolicyRoot,
-    TokenTrace,
-    generate_batch,
-    generate_vllm,
-)
+from deeprepo.rl.train.generation import Generated, generate_batch, generate_vllm
+from deeprepo.rl.train.policy import ChatFrame, GenerationQueue, PolicyRoot, TokenTrace
 from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.pool import KernelPool
 

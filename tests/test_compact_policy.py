@@ -1,0 +1,120 @@
+"""``scripted/compact``: the expert's method in replies a small model can learn to write.
+
+It must keep most of the full expert's reward (≥ 0.85 of it) on small generated tasks with
+the oracle worker, in replies of at most ~1,000 tokens each, estimated without a tokenizer as
+characters / 3.5 (code tokenizes denser than prose's ~4 characters a token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+
+import pytest
+
+from deeprepo.base import prompts
+from deeprepo.base.chat import ChatRequest, Message
+from deeprepo.builtin import make_policy
+from deeprepo.builtin.scripted import FINAL, POLICIES
+from deeprepo.orchestrator.episode import EpisodeConfig
+from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
+from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
+from deeprepo.rl.policies import compact
+from deeprepo.rl.train.config import SftSection, TasksSection, TrainConfig
+from deeprepo.rl.train.sft import expert_examples
+from deeprepo.sandbox.config import SandboxConfig
+
+MAX_TURN_TOKENS = 1000
+
+
+def estimated_tokens(text: str) -> float:
+    return len(text) / 3.5
+
+
+SPECS = [
+    TaskSpec("small", seed=seed, lang=lang)
+    for seed in (41, 42, 43)
+    for lang in ("python", "js", "mixed")
+]
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, list[RolloutOutcome]]:
+    tasks = [t for spec in SPECS for t in generate_tasks_in_memory(spec, 1)]
+
+    async def go() -> dict[str, list[RolloutOutcome]]:
+        gate = asyncio.Semaphore(4)
+        out: dict[str, list[RolloutOutcome]] = {"expert": [], "compact": []}
+
+        async def one(policy: str, index: int) -> None:
+            async with gate:
+                outcome = await run_rollout(
+                    tasks[index],
+                    root=make_policy(policy),
+                    episode_config=EpisodeConfig(max_turns=20),
+                    sandbox_config=SandboxConfig(mode="process"),
+                )
+            out[policy].append(outcome)
+
+        await asyncio.gather(*(one(p, i) for p in out for i in range(len(tasks))))
+        return out
+
+    return asyncio.run(go())
+
+
+def test_compact_is_registered_with_its_final_turn() -> None:
+    assert POLICIES["compact"] == compact.COMPACT
+    assert FINAL["compact"] == compact.COMPACT_FINAL
+
+
+@pytest.mark.e2e
+def test_compact_keeps_most_of_the_experts_reward(
+    outcomes: dict[str, list[RolloutOutcome]],
+) -> None:
+    expert = statistics.mean(o.reward.total for o in outcomes["expert"])
+    mine = statistics.mean(o.reward.total for o in outcomes["compact"])
+    assert expert >= 0.75, expert  # the reference itself works on these tasks
+    assert mine >= 0.85 * expert, (mine, expert)
+    for o in outcomes["compact"]:
+        result = o.result
+        assert [t.error for t in result.turns] == [None] * len(result.turns)
+        assert result.stop_reason == "answer_ready"
+        assert len(result.turns) == len(compact.COMPACT)
+        # Every file reached a worker, in parallel batches of prompts with code in them.
+        assert o.reward.parts["coverage_reward"] == 1.0
+        assert o.reward.parts["delegation_reward"] >= 0.9
+        assert o.reward.parts["redundancy_penalty"] <= 0.05
+
+
+@pytest.mark.e2e
+def test_compact_replies_are_short(outcomes: dict[str, list[RolloutOutcome]]) -> None:
+    replies = [t.reply for o in outcomes["compact"] for t in o.result.turns]
+    assert max(estimated_tokens(r) for r in replies) <= MAX_TURN_TOKENS
+    expert = [t.reply for o in outcomes["expert"] for t in o.result.turns]
+    assert max(estimated_tokens(r) for r in expert) > 4 * MAX_TURN_TOKENS  # what it replaces
+
+
+def test_the_final_turn_reply_is_short_and_submits() -> None:
+    request = ChatRequest(
+        (
+            Message("user", "start"),
+            Message("assistant", "x"),
+            Message("user", prompts.FINAL_TURN_NOTE),
+        )
+    )
+    completion = asyncio.run(make_policy("compact").complete(request))
+    assert estimated_tokens(completion.text) <= MAX_TURN_TOKENS
+    assert "set_answer(" in completion.text
+
+
+@pytest.mark.e2e
+def test_compact_runs_make_sft_examples_of_short_turns() -> None:
+    sft = SftSection(expert="scripted/compact", tasks=TasksSection(n=2, seed=7), max_turns=8)
+    config = TrainConfig(episode={"sandbox": "process"}, sft=sft)
+    examples, reward = expert_examples(sft, config)
+    assert len(examples) == 2 and reward > 0.5
+    for example in examples:
+        assistant = [m["content"] for m in example["messages"] if m["role"] == "assistant"]
+        assert len(assistant) == len(compact.COMPACT)
+        assert all(estimated_tokens(a) <= MAX_TURN_TOKENS for a in assistant)
+        assert example["meta"]["root"] == "scripted/compact"
