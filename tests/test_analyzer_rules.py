@@ -264,6 +264,23 @@ def test_unescaped_output_in_an_html_page(rule: str, line: int, matters: bool) -
     assert template_finding_matters(rule, "templates/page.html", PAGE, line, line) is matters
 
 
+@pytest.mark.parametrize(
+    ("expr", "matters"),
+    [
+        ('icon("plus", size=2)', False),  # a helper given literals only
+        ("form.username", False),  # a form field: its widget escapes the value
+        ("field(class=css)", False),
+        ("csrf_token", False),
+        ("formatted_bio", True),  # a name that merely starts like one
+        ('render(user.bio, "md")', True),  # a helper given data
+        ("user.bio|striptags", False),
+    ],
+)
+def test_helpers_forms_and_filters_before_safe(expr: str, matters: bool) -> None:
+    page = f"<div>{{{{ {expr}|safe }}}}</div>\n"
+    assert template_finding_matters("template-jinja-safe-filter", "t.html", page, 1, 1) is matters
+
+
 def test_plain_text_templates_are_not_html() -> None:
     email = "Hello {{ user.name|safe }},\n\n{% autoescape off %}{{ note }}{% endautoescape %}\n"
     for path in ("templates/emails/welcome-body.html", "templates/emails/welcome.txt"):

@@ -10,8 +10,11 @@ the matches that cannot be:
   of template tags alone (``{{ comment.body|safe }}``) is kept: it is a fragment that may be
   included into an HTML page. A markup-free fragment *with* words is missed: the include site,
   not the fragment, shows the page is HTML, and a regex over one file cannot see it;
-- **constants**: a quoted literal, or a translation of one (``_("...")``, ``gettext``),
-  marked safe: the text is the developer's or the translators';
+- **constants**: a quoted literal, a translation of one (``_("...")``, ``gettext``) or a
+  helper called with literals only (``icon("plus")``, ``include_svg("a.svg")``), marked safe:
+  the text is the developer's, the translators' or the server's own files;
+- **framework output**: a form or form field (``form.x``, ``field(...)``: the widget escapes
+  the value it shows) and the CSRF token;
 - **values escaped or serialised first**: ``|escape|safe``, ``|tojson|safe``, ``|urlencode|safe``,
   ``|bleach|safe``: the filter before ``safe`` already made the value inert;
 - an ``{% autoescape off %}`` block that renders no variable.
@@ -29,6 +32,12 @@ _TEMPLATE_TAGS = re.compile(r"\{%.*?%\}|\{\{.*?\}\}|\{#.*?#\}", re.S)
 _HTML = re.compile(r"<(?:[A-Za-z][\w:-]*|!DOCTYPE|!--|/[A-Za-z])[\s/>]", re.IGNORECASE)
 _SAFE_OUTPUT = re.compile(r"\{\{([^{}]*?)\|\s*(?:safe|raw)\b[^{}]*\}\}")
 _LITERAL = re.compile(r"""^\s*(?:"[^"]*"|'[^']*')\s*$""")
+# A call whose arguments are all literals: f("a"), f("a", size=2).
+_CONSTANT_CALL = re.compile(
+    r"""^\s*[A-Za-z_][\w.]*\(\s*(?:(?:\w+\s*=\s*)?(?:"[^"]*"|'[^']*'|\d+|True|False|None)"""
+    r"""\s*(?:,\s*|(?=\))))*\)\s*$"""
+)
+_FRAMEWORK = re.compile(r"^\s*(?:form|field|csrf_token|csrf_input)\b")
 _TRANSLATED = re.compile(
     r"""^\s*(?:_|gettext|ngettext|pgettext|trans|_l|lazy_gettext)\s*\(\s*(?:"[^"]*"|'[^']*')"""
     r"""(?:\s*,[^()]*)?\)\s*$"""
@@ -72,7 +81,7 @@ def _plain_text(path: str, text: str) -> bool:
 def _inert(expr: str) -> bool:
     """Whether ``{{ expr|safe }}``'s value is a constant or was escaped before ``safe``."""
     head, *filters = _split_filters(expr)
-    if _LITERAL.match(head) or _TRANSLATED.match(head):
+    if any(p.match(head) for p in (_LITERAL, _TRANSLATED, _CONSTANT_CALL, _FRAMEWORK)):
         return True
     names = [f.split(":", 1)[0].split("(", 1)[0].strip().lower() for f in filters]
     return any(name in _INERT_FILTERS for name in names)
