@@ -221,6 +221,9 @@ def welcome():
 def badge(name):
     return format_html("<span>{}</span>", name), Markup(f"<i>{escape(name)}</i>")
 
+def dotted(name):
+    return mark_safe(escape(name).replace(".", "<wbr>."))
+
 def duplicate(identifier):
     message = _('A project named "%(name)s" exists', name=identifier)
     return Markup(message)
@@ -307,6 +310,7 @@ from django.http import HttpResponse
 from django.template.loader import render_to_string
 from markupsafe import escape
 import http.server
+from urllib.parse import urlparse
 
 app = Flask(__name__)
 
@@ -341,6 +345,9 @@ def hello(request):
 def echo(request):
     html = "<p>" + request.GET.get("name") + "</p>"
     return HttpResponse(html)
+
+def referer_query(request):
+    return "?" + urlparse(request.headers.get("Referer", "")).query
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):

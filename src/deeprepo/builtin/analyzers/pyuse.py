@@ -84,6 +84,9 @@ _ESCAPERS = frozenset(
      "escape_uri_path", "iri_to_uri", "render", "render_template", "get_template", "linebreaks",
      "urlize", "intcomma", "static", "reverse", "url_for", "csrf_input", "int", "len"}
 )  # fmt: skip
+_STR_METHODS = frozenset(
+    {"format", "replace", "strip", "lstrip", "rstrip", "lower", "upper", "title", "capitalize"}
+)
 _TRANSLATORS = frozenset(
     {"_", "gettext", "gettext_lazy", "ugettext", "ugettext_lazy", "pgettext", "pgettext_lazy",
      "ngettext", "ngettext_lazy", "lazy_gettext", "_l"}
@@ -326,7 +329,8 @@ class SourceIndex:
                 return all(isinstance(a, ast.Constant) for a in expr.args) and all(
                     self._inert(k.value, depth) for k in expr.keywords
                 )
-            if name == "format" and isinstance(expr.func, ast.Attribute):
+            if name in _STR_METHODS and isinstance(expr.func, ast.Attribute):
+                # escape(s).replace(".", "<span>.</span>"): text methods of inert text
                 parts = [expr.func.value, *expr.args, *(k.value for k in expr.keywords)]
                 return all(self._inert(p, depth) for p in parts)
             return False
