@@ -305,7 +305,7 @@ def test_templates_end_to_end() -> None:
 
 # --- reflected XSS from string-built responses (semgrep) ---------------------------------
 
-VIEWS = """from flask import Flask, request
+VIEWS = """from flask import Flask, make_response, request
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 from markupsafe import escape
@@ -337,6 +337,15 @@ def data():
 def metrics(request):
     name = request.GET.get("name")
     return HttpResponse("metric " + name, content_type="text/plain")
+
+@app.route("/debug")
+def debug():
+    text = ""
+    for name, value in request.headers.items():
+        text += f"{name}: {value}\n"
+    resp = make_response(text)
+    resp.mimetype = "text/plain"
+    return resp
 
 def hello(request):
     name = request.GET.get("name")
