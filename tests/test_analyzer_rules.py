@@ -292,6 +292,12 @@ def test_plain_text_templates_are_not_html() -> None:
     # A fragment of template tags alone may be included into a page: still judged as HTML.
     fragment = "{{ comment.body|safe }}\n"
     assert template_finding_matters("template-jinja-safe-filter", "_c.html", fragment, 1, 1)
+    # A subject line of template tags alone: its name says it is text.
+    subject = "{{ status|upper }} | {{ check.name|safe }}\n"
+    assert not template_finding_matters(
+        "template-jinja-safe-filter", "emails/alert-subject.html", subject, 1, 1
+    )
+    assert template_finding_matters("template-jinja-safe-filter", "alert.html", subject, 1, 1)
     # A .txt name says plain text whatever the body holds.
     assert not template_finding_matters(
         "template-jinja-safe-filter", "mail/body.txt.j2", "<p>{{ x|safe }}</p>", 1, 1

@@ -4,8 +4,9 @@ semgrep matches ``{{ x|safe }}`` and ``{% autoescape off %}`` as text. They are 
 the page is HTML and the value can come from a user. :func:`template_finding_matters` drops
 the matches that cannot be:
 
-- **plain-text templates**: a ``.txt`` template, or one with words but no HTML markup outside
-  its template tags (an email's text body, a subject line, an SMS or chat message). Nothing
+- **plain-text templates**: a ``.txt`` template, or one with no HTML markup outside its
+  template tags and either words there or a name that says text (``subject``, ``text``,
+  ``plain``, ``sms`` as a word of the file name) (an email's text body, a subject line, an SMS or chat message). Nothing
   there is parsed as HTML; Django documents ``{% autoescape off %}`` for exactly these. A file
   of template tags alone (``{{ comment.body|safe }}``) is kept: it is a fragment that may be
   included into an HTML page. A markup-free fragment *with* words is missed: the include site,
@@ -48,6 +49,7 @@ _INERT_FILTERS = frozenset(
      "bleach", "sanitize", "clean", "sanitize_html", "striptags", "length", "count", "int",
      "float", "filesizeformat", "intcomma", "json_script", "markdown_safe", "date", "time"}
 )  # fmt: skip
+_TEXT_NAMES = frozenset({"subject", "text", "plain", "txt", "sms"})
 _WORD = re.compile(r"[A-Za-z]{2,}")
 _BLOCK_END = re.compile(r"\{%-?\s*endautoescape\b")
 
@@ -73,6 +75,10 @@ def _plain_text(path: str, text: str) -> bool:
     """Whether the template renders text that no browser parses as HTML."""
     name = path.rsplit("/", 1)[-1].lower()
     if name.endswith(".txt") or ".txt." in name:
+        return True
+    # The e-mail conventions: welcome_subject.html, alert-body-text.html, sms-plain.j2.
+    words = set(re.split(r"[^a-z0-9]+", name.rsplit(".", 1)[0]))
+    if words & _TEXT_NAMES and not _HTML.search(_TEMPLATE_TAGS.sub(" ", text)):
         return True
     outside = _TEMPLATE_TAGS.sub(" ", text)
     return not _HTML.search(outside) and bool(_WORD.search(outside))
