@@ -82,6 +82,8 @@ def test_random_is_reported_where_its_value_becomes_a_secret() -> None:
         ("api_key", True),
         ("otp", True),
         ("csrf", True),
+        ("password_salt", True),  # for its password, not its salt
+        ("salt", False),  # unique, not secret
         ("cache_key", False),
         ("sort_key", False),
         ("key", False),
@@ -395,6 +397,7 @@ function login(req, res) {
   res.json({ colour, apiKey });
 }
 function pickAuthor(list) { return list[Math.floor(Math.random() * list.length)]; }
+function cacheSalt() { return Date.now().toString(36) + Math.random().toString(36); }
 """
 
 

@@ -37,7 +37,8 @@ _SECRET_WORD_PREFIXES = (
     "token", "secret", "passw", "passcode", "passphrase", "nonce", "csrf", "xsrf", "session",
     "sessid", "cookie", "apikey", "credential", "captcha", "verif",
 )  # fmt: skip
-_SECRET_WORDS = frozenset({"pwd", "salt", "otp", "pin", "auth", "sid", "authtoken", "mfa", "totp"})
+# Not ``salt``: a salt must be unique, not secret, and random's values are unique enough.
+_SECRET_WORDS = frozenset({"pwd", "otp", "pin", "auth", "sid", "authtoken", "mfa", "totp"})
 # ``key`` is a secret's name unless the word before it says it indexes something.
 _PUBLIC_KEY_WORDS = frozenset(
     {"cache", "sort", "dict", "lookup", "group", "shard", "partition", "bucket", "map", "index",
