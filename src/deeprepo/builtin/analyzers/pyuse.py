@@ -21,12 +21,14 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 __all__ = ["JUDGED_TESTS", "SourceIndex", "identifier_words", "names_a_secret_use"]
 
 #: bandit tests whose findings :func:`SourceIndex.used_as_flagged` decides.
 JUDGED_TESTS = frozenset({"B104", "B108", "B308", "B311", "B703", "B704"})
 _FOLLOW_DEPTH = 2
+_MAX_FOLLOW = 32  # reads (or assignments) of one name followed, at most
 # ``(child, parent) -> bool``: whether the value, reaching ``parent`` as ``child``, is used the
 # flagged way.
 _Use = Callable[[ast.AST, ast.AST], bool]
@@ -94,6 +96,15 @@ _TRANSLATORS = frozenset(
 )  # fmt: skip
 
 
+class _ScopeNames(NamedTuple):
+    """One function's (or the module's) names: reads, assigned values, and names whose
+    value comes from outside the source (parameters, loop variables)."""
+
+    loads: dict[str, list[ast.Name]]
+    values: dict[str, list[ast.expr]]
+    unknown: set[str]
+
+
 def identifier_words(name: str) -> list[str]:
     """``resetToken`` / ``RESET_TOKEN`` / ``reset-token`` -> ``["reset", "token"]``."""
     return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", _CAMEL.sub("_", name)) if w]
@@ -147,6 +158,7 @@ class SourceIndex:
         self._parent: dict[ast.AST, ast.AST] = {}
         self._by_line: dict[int, list[ast.AST]] = {}
         self._random_names: set[str] = set()
+        self._scopes: dict[int, _ScopeNames] = {}
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self._parent[child] = node
@@ -228,13 +240,32 @@ class SourceIndex:
         after = getattr(statement, "lineno", 0)
         return [n for n in self._loads_in(scope, names) if n.lineno >= after]
 
-    @staticmethod
-    def _loads_in(scope: ast.AST, names: set[str]) -> list[ast.Name]:
-        return [
-            n
-            for n in ast.walk(scope)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names
-        ]
+    def _loads_in(self, scope: ast.AST, names: set[str]) -> list[ast.Name]:
+        # The repository is untrusted: a name read thousands of times is followed through
+        # its first reads only, so following stays linear in the file's size.
+        loads = self._names(scope).loads
+        return [n for name in sorted(names) for n in loads.get(name, [])][:_MAX_FOLLOW]
+
+    def _names(self, scope: ast.AST) -> _ScopeNames:
+        """Where each name of ``scope`` is read and assigned (one walk per scope)."""
+        known = self._scopes.get(id(scope))
+        if known is not None:
+            return known
+        found = _ScopeNames({}, {}, set())
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                found.loads.setdefault(node.id, []).append(node)
+            elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name) and node.value is not None:
+                        found.values.setdefault(t.id, []).append(node.value)
+            elif isinstance(node, ast.arg):
+                found.unknown.add(node.arg)  # a parameter: whatever the caller passes
+            elif isinstance(node, ast.For | ast.comprehension):
+                found.unknown.update(t.id for t in ast.walk(node.target) if isinstance(t, ast.Name))
+        self._scopes[id(scope)] = found
+        return found
 
     def _scope_of(self, node: ast.AST) -> ast.AST:
         cur = self._parent.get(node)
@@ -341,22 +372,10 @@ class SourceIndex:
         return False
 
     def _assigned(self, name: ast.Name) -> list[ast.expr]:
-        scope = self._scope_of(name)
-        out: list[ast.expr] = []
-        for node in ast.walk(scope):
-            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(isinstance(t, ast.Name) and t.id == name.id for t in targets):
-                    if node.value is None:
-                        continue
-                    out.append(node.value)
-            elif isinstance(node, ast.arg) and node.arg == name.id:
-                return []  # a parameter: whatever the caller passes
-            elif isinstance(node, ast.For | ast.comprehension) and any(
-                isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(node.target)
-            ):
-                return []
-        return out
+        """The values ``name`` is assigned in its scope; none when it is a parameter or a
+        loop variable (its value is not in the source)."""
+        names = self._names(self._scope_of(name))
+        return [] if name.id in names.unknown else names.values.get(name.id, [])[:_MAX_FOLLOW]
 
 
 _TMP_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm")  # bandit's B108 list
