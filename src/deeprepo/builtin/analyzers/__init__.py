@@ -36,6 +36,7 @@ from deeprepo.builtin.analyzers.secrets import (
 )
 from deeprepo.builtin.analyzers.secrets import secrets_budget_s as budget_for
 from deeprepo.builtin.analyzers.semgrep import run_semgrep, semgrep_applies, semgrep_available
+from deeprepo.builtin.analyzers.templates import template_finding_matters
 
 __all__ = [
     "AnalyzerWarning",
@@ -100,7 +101,14 @@ def analyze_texts(
     results = []
     for i, ((path, text), (found, warnings)) in enumerate(zip(files, out, strict=True)):
         if i in by_semgrep:
-            found += by_semgrep[i].findings
+            # A template's unescaped output is XSS only in HTML and only for data a user sets.
+            found += [
+                f
+                for f in by_semgrep[i].findings
+                if template_finding_matters(
+                    f.tool.removeprefix("semgrep:"), path, text, f.line, f.end_line
+                )
+            ]
             warnings += by_semgrep[i].warnings
         lines = text.split("\n")
         found = [weak_hash_upgrade(f, lines) for f in found]

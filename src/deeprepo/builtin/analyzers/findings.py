@@ -33,7 +33,7 @@ _PASSWORD_LOOKBACK = 3
 _NEARBY_LINES = 1
 _MERGE_NEARBY = frozenset({"CWE-798"})
 # Which tool's wording wins a tie: the one with the most specific rule.
-_TOOL_RANK = {"semgrep": 3, "bandit": 2, "detect-secrets": 1}
+_TOOL_RANK = {"deeprepo": 4, "semgrep": 3, "bandit": 2, "detect-secrets": 1}
 
 
 @dataclass(frozen=True)

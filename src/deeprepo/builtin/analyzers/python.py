@@ -14,6 +14,7 @@ and counts what they suppressed (``findings/suppress.py``).
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -35,7 +36,10 @@ from deeprepo.builtin.analyzers.findings import (
     WorkerFinding,
     password_context,
 )
+from deeprepo.builtin.analyzers.pyuse import JUDGED_TESTS, SourceIndex
 from deeprepo.builtin.analyzers.secrets import looks_like_secret, names_a_non_secret
+from deeprepo.builtin.analyzers.signing import HINT as SIGNING_HINT
+from deeprepo.builtin.analyzers.signing import signing_key_findings
 
 __all__ = ["PYTHON_SUFFIXES", "is_python", "python_parser", "run_bandit", "weak_hash_upgrade"]
 
@@ -46,13 +50,6 @@ _MAX_TRIM = 25
 _SECRET_TESTS = frozenset({"B105", "B106", "B107"})
 # bandit's text for B105-B107 ends with the literal: "Possible hardcoded password: 'x'".
 _BANDIT_LITERAL = re.compile(r":\s*(['\"])(.*)\1\s*$", re.S)
-# random is a vulnerability only when what it makes must be unguessable; sampling,
-# jitter and backoff are its usual use.
-_NEEDS_SECURITY_CONTEXT = frozenset({"B311"})
-_SECURITY_CONTEXT = re.compile(
-    r"token|secret|passw|pwd|nonce|salt|otp|csrf|session|api_?key|auth|credential|reset|verif",
-    re.IGNORECASE,
-)
 _PYTHON_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -190,22 +187,44 @@ def run_bandit(
             return [], [AnalyzerWarning("bandit", f"not analysed by bandit: {reason}")]
     out = []
     lines = window.split("\n")
+    index = _index(window) if any(str(i.test_id) in JUDGED_TESTS for i in issues) else None
     for issue in issues:
         finding = _from_bandit_issue(issue, table, offset)
         if finding is None:
             continue
-        if str(issue.test_id) in _SECRET_TESTS and names_a_non_secret(
+        test_id = str(issue.test_id)
+        if test_id in _SECRET_TESTS and names_a_non_secret(
             lines[finding.line - offset - 1] if 0 < finding.line - offset <= len(lines) else ""
         ):
             continue
-        if str(issue.test_id) in _NEEDS_SECURITY_CONTEXT:
-            near = "\n".join(
-                lines[max(0, finding.line - offset - 3) : finding.end_line - offset + 1]
-            )
-            if not _SECURITY_CONTEXT.search(near):
-                continue
+        # random, /tmp, 0.0.0.0 and mark_safe are bugs only by how their value is used.
+        if (
+            test_id in JUDGED_TESTS
+            and index is not None
+            and not index.used_as_flagged(test_id, finding.line - offset, finding.end_line - offset)
+        ):
+            continue
         out.append(finding)
+    if SIGNING_HINT.search(window):
+        tree = index.tree if index is not None else _parse(window)
+        if tree is not None:
+            out += signing_key_findings(tree, offset)
     return out, []
+
+
+def _parse(source: str) -> ast.Module | None:
+    try:
+        return parse_python(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _index(source: str) -> SourceIndex | None:
+    tree = _parse(source)
+    try:
+        return SourceIndex(tree) if tree is not None else None
+    except RecursionError:
+        return None
 
 
 def _from_bandit_issue(issue: Any, table: _BanditMap, offset: int) -> WorkerFinding | None:
