@@ -404,3 +404,34 @@ function cacheSalt() { return Date.now().toString(36) + Math.random().toString(3
 @pytest.mark.e2e
 def test_math_random_is_reported_where_it_makes_a_secret() -> None:
     assert _lines("web/auth.js", RANDOM_JS, "js-insecure-random-token") == [4, 7, 9, 11]
+
+
+def test_a_secrets_scan_waiting_behind_another_keeps_its_whole_budget() -> None:
+    # Under load many files queue for detect-secrets (one scan at a time); the budget is the
+    # scan's own, so time spent waiting for the lock must not turn a file "not analysed".
+    import threading
+
+    from deeprepo.builtin.analyzers import secrets
+
+    text = "".join(f'name_{i} = "value {i}"\n' for i in range(64)) + (
+        'password = "hunter2hunter2"\n'
+    )
+    secrets.run_detect_secrets("warm.py", "x = 1\n")  # plugins loaded outside the timed part
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with secrets._SECRETS_LOCK:
+            held.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    threading.Timer(1.0, release.set).start()
+    try:
+        found = secrets.run_detect_secrets("a.py", text, budget_s=0.5)
+    finally:
+        release.set()
+        holder.join()
+    assert [f.line for f in found] == [65]

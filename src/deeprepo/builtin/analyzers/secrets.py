@@ -289,9 +289,11 @@ def run_detect_secrets(
     units = list(_scan_units(lines))
     context_lines = [line[:_SCAN_WIDTH] for line in lines]
     budget = secrets_budget_s(len(text)) if budget_s is None else budget_s
-    deadline = _Deadline(budget, stop)
     secrets: list[tuple[Any, str]] = []
     with _SECRETS_LOCK:
+        # The budget is the scan's, not the queue's: started before the lock, a file that
+        # waited behind other files' scans under load ran out of time unscanned.
+        deadline = _Deadline(budget, stop)
         _ensure_secret_plugins()
         plugins = get_plugins()
         if not _any_plugin_matches(plugins, path, units, deadline):
