@@ -435,3 +435,19 @@ def test_a_secrets_scan_waiting_behind_another_keeps_its_whole_budget() -> None:
         release.set()
         holder.join()
     assert [f.line for f in found] == [65]
+
+
+CIPHERS_JS = """const crypto = require("crypto");
+const a = crypto.createCipheriv("aes-128-ecb", key, null);
+const b = crypto.createCipheriv("aes-256-gcm", key, iv);
+const c = crypto.createDecipheriv("des-ede3-cbc", key, iv);
+const d = crypto.createCipheriv("chacha20-poly1305", key, iv, { authTagLength: 16 });
+const e = crypto.createCipheriv("AES-192-ECB", key, null);
+"""
+
+
+@pytest.mark.e2e
+def test_a_weak_cipher_is_reported_wherever_its_name_says_so() -> None:
+    # semgrep's metavariable-regex matches from the start of the value: ECB mode sits at the
+    # end of the algorithm's name ("aes-128-ecb"), so it was never reported.
+    assert _lines("lib/crypt.js", CIPHERS_JS, "js-weak-cipher") == [2, 4, 6]
