@@ -42,6 +42,13 @@ def generate_command(
     lang: Annotated[
         str, typer.Option(help="python, js, or mixed (a Python and a JavaScript service).")
     ] = "python",
+    substrate: Annotated[
+        str,
+        typer.Option(
+            help="synthetic (generated Flask/Express projects) or real (bugs planted into "
+            "vendored open-source files)."
+        ),
+    ] = "synthetic",
 ) -> None:
     """Write N repositories, each as OUT_DIR/<id>/repo + ground_truth.json, and OUT_DIR/index.json."""
     if n < 1:
@@ -49,7 +56,9 @@ def generate_command(
     if seed < 0:
         raise UsageError(f"--seed must be 0 or more, not {seed}")
     check_out_dir(out_dir, "OUT_DIR")
-    infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
+    infos = generate_tasks(
+        out_dir, seed=seed, n=n, size=size, lang=lang, substrate=substrate
+    )
     table = Table(box=None, header_style="bold")
     for col in ("task", "domain", "files", "bugs", "decoys"):
         table.add_column(col, justify="left" if col in ("task", "domain") else "right")

@@ -5,9 +5,11 @@ Two sources:
 * a directory written by ``deeprepo tasks generate``: ``<id>/repo/...`` plus
   ``<id>/ground_truth.json`` for each task (``index.json``, when present, fixes the order);
 * a generation SPEC: ``SIZE[:key=value...]`` with keys ``seed`` (default 0), ``lang``
-  (``python``, ``js`` or ``mixed``; default ``python``) and ``n`` (how many tasks), e.g.
-  ``medium:seed=7`` or ``small:seed=3:lang=js:n=10``. The tasks are those
-  ``deeprepo tasks generate --seed SEED --size SIZE --lang LANG`` writes, in the same order.
+  (``python``, ``js`` or ``mixed``; default ``python``), ``n`` (how many tasks) and
+  ``substrate`` (``synthetic``, the default, or ``real``: bugs planted into vendored
+  open-source files), e.g. ``medium:seed=7`` or ``small:seed=3:lang=js:n=10:substrate=real``.
+  The tasks are those ``deeprepo tasks generate --seed SEED --size SIZE --lang LANG
+  --substrate SUBSTRATE`` writes, in the same order.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from deeprepo.base.errors import UsageError
 from deeprepo.codebase.loader import codebase_from_files, load_codebase
 from deeprepo.codebase.model import Codebase
-from deeprepo.rl.tasks.spec import LANGS, SIZES
+from deeprepo.rl.tasks.spec import LANGS, SIZES, SUBSTRATES
 
 if TYPE_CHECKING:
     from deeprepo.rl.tasks.spec import GeneratedTask
@@ -36,7 +38,7 @@ __all__ = [
     "task_from_generated",
 ]
 
-_SPEC_KEYS = ("seed", "lang", "n")
+_SPEC_KEYS = ("seed", "lang", "n", "substrate")
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,12 @@ class TaskSpec:
     seed: int = 0
     lang: str = "python"
     n: int | None = None
+    substrate: str = "synthetic"
 
     def __str__(self) -> str:
         text = f"{self.size}:seed={self.seed}:lang={self.lang}"
-        return text if self.n is None else f"{text}:n={self.n}"
+        text = text if self.n is None else f"{text}:n={self.n}"
+        return text if self.substrate == "synthetic" else f"{text}:substrate={self.substrate}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,11 @@ def parse_task_spec(text: str) -> TaskSpec:
     lang = values.get("lang", "python")
     if lang not in LANGS:
         raise UsageError(f"--generate {text!r}: lang must be one of {', '.join(LANGS)}")
+    substrate = values.get("substrate", "synthetic")
+    if substrate not in SUBSTRATES:
+        raise UsageError(
+            f"--generate {text!r}: substrate must be one of {', '.join(SUBSTRATES)}"
+        )
     try:
         seed = int(values.get("seed", "0"))
         n = int(values["n"]) if "n" in values else None
@@ -96,7 +105,7 @@ def parse_task_spec(text: str) -> TaskSpec:
         raise UsageError(f"--generate {text!r}: seed and n must be integers; {example}") from None
     if n is not None and n < 1:
         raise UsageError(f"--generate {text!r}: n must be at least 1")
-    return TaskSpec(size=head, seed=seed, lang=lang, n=n)
+    return TaskSpec(size=head, seed=seed, lang=lang, n=n, substrate=substrate)
 
 
 def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]:
@@ -105,7 +114,7 @@ def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]
 
     count = n if n is not None else (spec.n or 1)
     return [
-        task_from_generated(generate_task(task_seed, spec.size, spec.lang))
+        task_from_generated(generate_task(task_seed, spec.size, spec.lang, spec.substrate))
         for task_seed in task_seeds(spec.seed, count)
     ]
 
