@@ -7,7 +7,8 @@ seed and language given, ``--rollouts`` rollouts each (oracle seed varies per ro
 ``deeprepo eval --model scripted/P -n N -r R --generate SIZE:seed=S:lang=L`` computes it.
 
 Run: ``.venv/bin/python benchmarks/bench_adversarial.py [--sizes small,medium]
-[--seeds 101,202] [--langs python,js] [--n 4] [--rollouts 1]``
+[--seeds 101,202] [--langs python,js] [--n 4] [--rollouts 1] [--substrate real]``
+(``--substrate real``: the same table on tasks planted into vendored open-source files).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ async def _measure(
     rollouts: int,
     policies: list[str],
     concurrency: int,
+    substrate: str = "synthetic",
 ) -> dict[str, list[float]]:
     from deeprepo import CoverageIndex, EpisodeConfig, SandboxConfig, make_policy
     from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
@@ -68,7 +70,7 @@ async def _measure(
         t
         for s in seeds
         for lang in langs
-        for t in generate_tasks_in_memory(TaskSpec(size, s, lang), n)
+        for t in generate_tasks_in_memory(TaskSpec(size, s, lang, substrate=substrate), n)
     ]
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(concurrency)
@@ -99,6 +101,7 @@ def main() -> None:
     ap.add_argument("--rollouts", type=int, default=1)
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--substrate", default="synthetic", choices=("synthetic", "real"))
     args = ap.parse_args()
     sizes = args.sizes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -108,11 +111,20 @@ def main() -> None:
     for size in sizes:
         t0 = time.perf_counter()
         table[size] = asyncio.run(
-            _measure(size, seeds, langs, args.n, args.rollouts, policies, args.concurrency)
+            _measure(
+                size,
+                seeds,
+                langs,
+                args.n,
+                args.rollouts,
+                policies,
+                args.concurrency,
+                args.substrate,
+            )
         )
         print(f"# {size}: {time.perf_counter() - t0:.0f}s", flush=True)
     print(
-        f"\nmean reward (sd) · seeds {args.seeds} · langs {args.langs} · "
+        f"\nmean reward (sd) · {args.substrate} · seeds {args.seeds} · langs {args.langs} · "
         f"{args.n} tasks each · {args.rollouts} rollout(s)\n"
     )
     print("| policy | " + " | ".join(sizes) + " |")

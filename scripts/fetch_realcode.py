@@ -155,10 +155,24 @@ def _pypi(work: Path) -> tuple[list[dict[str, object]], dict[str, str], list[dic
     for name, version, licence in PYPI:
         dest = work / "pypi"
         dest.mkdir(exist_ok=True)
-        _run(["pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(dest),
-              f"{name}=={version}"], work)
-        wheel = next(p for p in sorted(dest.glob("*.whl")) if p.name.lower().startswith(
-            name.replace("-", "_").lower() + "-" + version))
+        _run(
+            [
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                str(dest),
+                f"{name}=={version}",
+            ],
+            work,
+        )
+        wheel = next(
+            p
+            for p in sorted(dest.glob("*.whl"))
+            if p.name.lower().startswith(name.replace("-", "_").lower() + "-" + version)
+        )
         data = wheel.read_bytes()
         zf = zipfile.ZipFile(io.BytesIO(data))
         lic = [n for n in zf.namelist() if ".dist-info/" in n and _LICENCE_RE.search(n)]
@@ -175,11 +189,28 @@ def _pypi(work: Path) -> tuple[list[dict[str, object]], dict[str, str], list[dic
             if layout is None or len(layout[0]) < MIN_ANCHORS:
                 continue
             texts[path] = cands[path]
-            meta.append({"path": path, "package": name, "lang": "python",
-                         "anchors": layout[0], "import_after": layout[1]})
+            meta.append(
+                {
+                    "path": path,
+                    "package": name,
+                    "lang": "python",
+                    "anchors": layout[0],
+                    "import_after": layout[1],
+                }
+            )
             chosen.append(path)
-        pkgs.append(_package(name, version, licence, f"pypi:{name}=={version}", wheel.name, data,
-                             _join(lic, lambda n: zf.read(n).decode("utf-8")), len(chosen)))
+        pkgs.append(
+            _package(
+                name,
+                version,
+                licence,
+                f"pypi:{name}=={version}",
+                wheel.name,
+                data,
+                _join(lic, lambda n, zf=zf: zf.read(n).decode("utf-8")),
+                len(chosen),
+            )
+        )
     return pkgs, texts, meta
 
 
@@ -220,8 +251,13 @@ def _node_check(text: str, esm: bool, work: Path) -> bool:
 def _npm_fetch(name: str, version: str, work: Path) -> tuple[str, bytes, tarfile.TarFile]:
     dest = work / "npm"
     dest.mkdir(exist_ok=True)
-    out = _run(["npm", "pack", "--silent", f"{name}@{version}", "--pack-destination", str(dest)],
-               work).strip().splitlines()[-1]
+    out = (
+        _run(
+            ["npm", "pack", "--silent", f"{name}@{version}", "--pack-destination", str(dest)], work
+        )
+        .strip()
+        .splitlines()[-1]
+    )
     data = (dest / out).read_bytes()
     return out, data, tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
 
@@ -249,9 +285,15 @@ def _npm(work: Path) -> tuple[list[dict[str, object]], dict[str, str], list[dict
                 continue
             cands[f"{name}/{rel}"] = text
         chosen_texts = {p: cands[p] for p in _pick(cands)}
-        parsed = json.loads(subprocess.run(
-            ["node", "-e", _ACORN_SCRIPT, acorn_main], input=json.dumps(chosen_texts),
-            capture_output=True, text=True, check=True).stdout)
+        parsed = json.loads(
+            subprocess.run(
+                ["node", "-e", _ACORN_SCRIPT, acorn_main],
+                input=json.dumps(chosen_texts),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
         chosen = 0
         for path, text in chosen_texts.items():
             info = parsed.get(path)
@@ -263,19 +305,37 @@ def _npm(work: Path) -> tuple[list[dict[str, object]], dict[str, str], list[dict
             anchors = sorted({a for a in [*starts, end] if a > info["importAfter"]})
             probe = "function __probe__() {\n  return null;\n}\n"
             anchors = [
-                a for a in anchors
-                if _node_check("\n".join(lines[: a - 1]) + "\n\n" + probe + "\n"
-                               + "\n".join(lines[a - 1 :]), info["esm"], work)
+                a
+                for a in anchors
+                if _node_check(
+                    "\n".join(lines[: a - 1]) + "\n\n" + probe + "\n" + "\n".join(lines[a - 1 :]),
+                    info["esm"],
+                    work,
+                )
             ]
             if len(anchors) < MIN_ANCHORS:
                 continue
             texts[path] = text
-            meta.append({"path": path, "package": name, "lang": "js", "esm": info["esm"],
-                         "anchors": anchors, "import_after": info["importAfter"]})
+            meta.append(
+                {
+                    "path": path,
+                    "package": name,
+                    "lang": "js",
+                    "esm": info["esm"],
+                    "anchors": anchors,
+                    "import_after": info["importAfter"],
+                }
+            )
             chosen += 1
-        licence_text = _join(lic, lambda n: tar.extractfile(members[n]).read().decode("utf-8"))  # type: ignore[union-attr]
-        pkgs.append(_package(name, version, licence, f"npm:{name}@{version}", archive, data,
-                             licence_text, chosen))
+        licence_text = _join(
+            lic,
+            lambda n, tar=tar, members=members: tar.extractfile(members[n]).read().decode("utf-8"),  # type: ignore[union-attr]
+        )
+        pkgs.append(
+            _package(
+                name, version, licence, f"npm:{name}@{version}", archive, data, licence_text, chosen
+            )
+        )
     return pkgs, texts, meta
 
 
@@ -286,13 +346,29 @@ def _join(names: list[str], read: Callable[[str], str]) -> str:
     return "\n".join(f"--- {n.rsplit('/', 1)[-1]} ---\n\n{read(n)}" for n in sorted(names))
 
 
-def _package(name: str, version: str, licence: str, source: str, archive: str, data: bytes,
-             licence_text: str, files: int) -> dict[str, object]:
+def _package(
+    name: str,
+    version: str,
+    licence: str,
+    source: str,
+    archive: str,
+    data: bytes,
+    licence_text: str,
+    files: int,
+) -> dict[str, object]:
     if not licence_text.strip():
         raise SystemExit(f"{source}: no licence file in {archive}; pick another package")
-    return {"name": name, "version": version, "licence": licence, "source": source,
-            "archive": archive, "archive_sha256": _sha(data), "files": files,
-            "licence_file": f"licenses/{name}-{version}.txt", "licence_text": licence_text}
+    return {
+        "name": name,
+        "version": version,
+        "licence": licence,
+        "source": source,
+        "archive": archive,
+        "archive_sha256": _sha(data),
+        "files": files,
+        "licence_file": f"licenses/{name}-{version}.txt",
+        "licence_text": licence_text,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -317,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         files.append({**m, "sha256": _sha(text.encode("utf-8")), "lines": text.count("\n") + 1})
     manifest = {"packages": packages, "files": sorted(files, key=lambda f: str(f["path"]))}
     (out / "manifest.json").write_text(
-        json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
     for lang, texts in (("python", py_texts), ("js", js_texts)):
         blob = json.dumps(texts, sort_keys=True, ensure_ascii=False).encode("utf-8")
         (out / f"{lang}.json.xz").write_bytes(lzma.compress(blob, preset=9 | lzma.PRESET_EXTREME))

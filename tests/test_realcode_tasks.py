@@ -11,7 +11,7 @@ import math
 import re
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -24,11 +24,18 @@ from deeprepo.rl.tasks import GeneratedTask, generate_task, generate_tasks
 from deeprepo.rl.tasks.realcode import corpus, licence_text, manifest, packages
 from deeprepo.rl.tasks.realtask import NOTICES, plantable
 
-PERMISSIVE = re.compile(r"^(MIT|ISC|BSD-[23]-Clause|Apache-2\.0|PSF-2\.0)( OR (MIT|BSD-[23]-Clause|Apache-2\.0))?$")
-SPECS = [(size, lang, seed) for size in ("small", "medium") for lang in ("python", "js", "mixed") for seed in (1, 2)]
+PERMISSIVE = re.compile(
+    r"^(MIT|ISC|BSD-[23]-Clause|Apache-2\.0|PSF-2\.0)( OR (MIT|BSD-[23]-Clause|Apache-2\.0))?$"
+)
+SPECS = [
+    (size, lang, seed)
+    for size in ("small", "medium")
+    for lang in ("python", "js", "mixed")
+    for seed in (1, 2)
+]
 
 
-@lru_cache(maxsize=None)
+@cache
 def task(size: str, lang: str, seed: int) -> GeneratedTask:
     return generate_task(seed, size, lang, "real")
 
@@ -71,7 +78,9 @@ def test_python_anchors_are_top_level_statement_boundaries() -> None:
     for f in corpus("python"):
         lines = f.text.split("\n")
         for a in f.anchors:
-            probe = "\n".join([*lines[: a - 1], "", "", "def __probe__():", "    pass", "", "", *lines[a - 1 :]])
+            probe = "\n".join(
+                [*lines[: a - 1], "", "", "def __probe__():", "    pass", "", "", *lines[a - 1 :]]
+            )
             ast.parse(probe)
 
 
@@ -88,14 +97,21 @@ def test_same_seed_same_task_byte_for_byte(size: str, lang: str, seed: int) -> N
     assert a.task_id == f"{size}-{lang}-real-{seed}"
 
 
-def test_written_tasks_are_byte_identical_and_the_synthetic_default_is_unchanged(tmp_path: Path) -> None:
+def test_written_tasks_are_byte_identical_and_the_synthetic_default_is_unchanged(
+    tmp_path: Path,
+) -> None:
     for out in (tmp_path / "a", tmp_path / "b"):
         generate_tasks(out, seed=5, n=2, size="small", lang="js", substrate="real")
-    files_a = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    files_a = sorted(
+        p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()
+    )
     for rel in files_a:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
     assert generate_task(5, "small", "python").task_id == "small-python-5"
-    assert generate_task(5, "small", "python").files == generate_task(5, "small", "python", "synthetic").files
+    assert (
+        generate_task(5, "small", "python").files
+        == generate_task(5, "small", "python", "synthetic").files
+    )
 
 
 @pytest.mark.parametrize("size,lang,seed", SPECS)
@@ -109,9 +125,13 @@ def test_size_band_licences_and_one_block_per_code_file(size: str, lang: str, se
         pkg = next(f.package for lang_ in ("python", "js") for f in corpus(lang_) if f.path == path)
         assert pkg in notices, path
         before, after = original(path).split("\n"), text.split("\n")
-        grown = [op for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes() if op[0] != "equal"]
+        grown = [
+            op
+            for op in difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+            if op[0] != "equal"
+        ]
         assert grown and all(op[0] == "insert" for op in grown), path  # host lines never edited
-    assert 1 <= len(t.bugs) and len(t.ground_truth) <= len(code)
+    assert len(t.bugs) >= 1 and len(t.ground_truth) <= len(code)
 
 
 def _inserted(before: str, after: str) -> set[int]:
@@ -127,7 +147,10 @@ def _sink_regexes(lang: str) -> dict[str, list[re.Pattern[str]]]:
                 continue
             text = re.sub(r"\s*⟦\w+⟧", "", line).strip().rstrip(";")
             parts = re.split(r"(«[\w.:]+»|[\"'])", text)
-            rx = "".join(".+?" if p.startswith("«") else "[\"']" if p in ('"', "'") else re.escape(p) for p in parts)
+            rx = "".join(
+                ".+?" if p.startswith("«") else "[\"']" if p in ('"', "'") else re.escape(p)
+                for p in parts
+            )
             out.setdefault(s.kind, []).append(re.compile(rx + r";?"))
     return out
 
@@ -241,7 +264,9 @@ def test_spec_key_substrate() -> None:
 def test_cli_generate_substrate_real(tmp_path: Path) -> None:
     from deeprepo.cli.app import app
 
-    r = CliRunner().invoke(app, ["tasks", "generate", str(tmp_path / "t"), "--substrate", "real", "--seed", "4"])
+    r = CliRunner().invoke(
+        app, ["tasks", "generate", str(tmp_path / "t"), "--substrate", "real", "--seed", "4"]
+    )
     assert r.exit_code == 0, r.output
     index = json.loads((tmp_path / "t" / "index.json").read_text())
     assert index[0]["id"].startswith("small-python-real-")

@@ -56,9 +56,7 @@ def generate_command(
     if seed < 0:
         raise UsageError(f"--seed must be 0 or more, not {seed}")
     check_out_dir(out_dir, "OUT_DIR")
-    infos = generate_tasks(
-        out_dir, seed=seed, n=n, size=size, lang=lang, substrate=substrate
-    )
+    infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang, substrate=substrate)
     table = Table(box=None, header_style="bold")
     for col in ("task", "domain", "files", "bugs", "decoys"):
         table.add_column(col, justify="left" if col in ("task", "domain") else "right")

@@ -95,9 +95,7 @@ def parse_task_spec(text: str) -> TaskSpec:
         raise UsageError(f"--generate {text!r}: lang must be one of {', '.join(LANGS)}")
     substrate = values.get("substrate", "synthetic")
     if substrate not in SUBSTRATES:
-        raise UsageError(
-            f"--generate {text!r}: substrate must be one of {', '.join(SUBSTRATES)}"
-        )
+        raise UsageError(f"--generate {text!r}: substrate must be one of {', '.join(SUBSTRATES)}")
     try:
         seed = int(values.get("seed", "0"))
         n = int(values["n"]) if "n" in values else None

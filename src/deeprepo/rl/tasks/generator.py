@@ -168,9 +168,7 @@ def _mixed_files(projects: list[Project], title: str) -> dict[str, str]:
     return {"README.md": readme, "docker-compose.yml": f"services:\n{services}"}
 
 
-def generate_task(
-    seed: int, size: str, lang: str, substrate: str = "synthetic"
-) -> GeneratedTask:
+def generate_task(seed: int, size: str, lang: str, substrate: str = "synthetic") -> GeneratedTask:
     """One repository with planted bugs and decoys, in memory.
 
     ``substrate`` is ``synthetic`` (the generated Flask/Express projects, the tiers' default)

@@ -49,7 +49,11 @@ def host_style(f: RealFile) -> HostStyle:
         if ln.startswith(" ") and ln.strip() and len(ln) - len(ln.lstrip(" ")) <= 8
     )
     indent = 4 if py else (4 if steps[4] > steps[2] * 1.5 else 2)
-    ends = [ln.rstrip() for ln in text.split("\n") if ln.strip() and not ln.lstrip().startswith(("//", "*", "/*"))]
+    ends = [
+        ln.rstrip()
+        for ln in text.split("\n")
+        if ln.strip() and not ln.lstrip().startswith(("//", "*", "/*"))
+    ]
     with_semi = sum(ln.endswith(";") for ln in ends)
     return HostStyle(
         typed=py and "->" in text,
@@ -57,7 +61,8 @@ def host_style(f: RealFile) -> HostStyle:
         indent=indent,
         semicolons=py or with_semi * 4 > len(ends),
         blank=2 if py else 1,
-        var=not py and len(re.findall(r"\bvar\s", text)) > len(re.findall(r"\b(?:const|let)\s", text)),
+        var=not py
+        and len(re.findall(r"\bvar\s", text)) > len(re.findall(r"\b(?:const|let)\s", text)),
     )
 
 
@@ -74,12 +79,21 @@ def top_level_names(f: RealFile) -> set[str]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
         return names
-    return set(re.findall(r"(?m)^(?:export\s+)?(?:async\s+)?(?:function\*?|class|const|let|var)\s+(\w+)", f.text)) | {
-        n.strip()
-        for m in re.finditer(r"(?m)^(?:const|let|var)\s*\{([^}]*)\}", f.text)
-        for n in m.group(1).split(",")
-        if n.strip().isidentifier()
-    } | set(re.findall(r"(?m)^import\s+(\w+)", f.text))
+    return (
+        set(
+            re.findall(
+                r"(?m)^(?:export\s+)?(?:async\s+)?(?:function\*?|class|const|let|var)\s+(\w+)",
+                f.text,
+            )
+        )
+        | {
+            n.strip()
+            for m in re.finditer(r"(?m)^(?:const|let|var)\s*\{([^}]*)\}", f.text)
+            for n in m.group(1).split(",")
+            if n.strip().isidentifier()
+        }
+        | set(re.findall(r"(?m)^import\s+(\w+)", f.text))
+    )
 
 
 def js_import_names(spec: str) -> list[str]:
@@ -139,14 +153,18 @@ def adapt(code: str, lang: str, style: HostStyle) -> str:
             continue
         if style.single_quotes:
             ln = (_PY_STR_RE if lang == "python" else _JS_STR_RE).sub(
-                (lambda m: f"{m.group(1)}'{m.group(2)}'") if lang == "python" else (lambda m: f"'{m.group(1)}'"),
+                (lambda m: f"{m.group(1)}'{m.group(2)}'")
+                if lang == "python"
+                else (lambda m: f"'{m.group(1)}'"),
                 ln,
             )
         if lang == "js" and style.var:
             ln = re.sub(r"^(\s*)(?:const|let) ", r"\1var ", ln)
         if lang == "js" and style.indent != 2:
             body = ln.lstrip(" ")
-            ln = " " * ((len(ln) - len(body)) // 2 * style.indent + (len(ln) - len(body)) % 2) + body
+            ln = (
+                " " * ((len(ln) - len(body)) // 2 * style.indent + (len(ln) - len(body)) % 2) + body
+            )
         out.append(ln)
     if lang == "js" and not style.semicolons:
         out = _drop_semicolons(out)

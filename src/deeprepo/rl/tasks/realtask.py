@@ -70,7 +70,9 @@ def plantable(lang: str) -> tuple[Snippet, ...]:
 
 def fillers(lang: str) -> tuple[SafeUse, ...]:
     """The catalogue's clean module-level helpers and constants that stand alone."""
-    return tuple(u for u in safe_pool(lang) if u.where in ("fn", "const") and _self_contained(u.block))
+    return tuple(
+        u for u in safe_pool(lang) if u.where in ("fn", "const") and _self_contained(u.block)
+    )
 
 
 @dataclass
@@ -124,7 +126,9 @@ def _ctx(rng: random.Random, host: _Host, name: str) -> dict[str, str]:
 def _render(rng: random.Random, host: _Host, block: Block, ctx: dict[str, str]) -> Block | None:
     """The block filled and shaped for ``host``; ``None`` when it would clash with the host's names."""
     st, lang = host.style, host.file.lang
-    shape = Shape(0, not st.typed, False, host.file.text.count("let ") > host.file.text.count("const "), 0.0)
+    shape = Shape(
+        0, not st.typed, False, host.file.text.count("let ") > host.file.text.count("const "), 0.0
+    )
     block = mutate_block(rng, block, lang, True, 0.0, shape)
     code = fill(block.code, {**ctx, **block.ctx})
     consts = []
@@ -211,7 +215,9 @@ def _put(rng: random.Random, host: _Host, block: Block, ctx: dict[str, str]) -> 
     return True
 
 
-def _pick_files(rng: random.Random, pool: Sequence[RealFile], count: int, whole: bool) -> list[RealFile]:
+def _pick_files(
+    rng: random.Random, pool: Sequence[RealFile], count: int, whole: bool
+) -> list[RealFile]:
     by_pkg: dict[str, list[RealFile]] = {}
     for f in pool:
         by_pkg.setdefault(f.package, []).append(f)
@@ -237,7 +243,9 @@ def build_real(
     room = sum(len(p) for p in pools.values()) + 1
     total = rng.randint(min(band[0], room), min(band[1], room))
     code = total - 1
-    shares = {"python": code} if lang != "mixed" else {"python": round(code * rng.uniform(0.5, 0.65))}
+    shares = (
+        {"python": code} if lang != "mixed" else {"python": round(code * rng.uniform(0.5, 0.65))}
+    )
     if lang != "python":
         shares["js"] = code - shares.get("python", 0) if lang == "mixed" else code
     files: list[RealFile] = []
