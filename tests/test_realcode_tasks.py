@@ -62,6 +62,7 @@ def test_every_vendored_file_has_a_manifest_entry_with_its_sha256_and_a_licence(
         assert hashlib.sha256(f.text.encode()).hexdigest() == entry["sha256"]
         assert f.package in by_name, f.path
         assert f.anchors and all(a > f.import_after for a in f.anchors), f.path
+        assert "⟦" not in f.text, f.path  # would read as a ground-truth mark
     for p in packages():
         assert PERMISSIVE.match(p.licence), p
         assert re.fullmatch(r"(pypi:[\w.-]+==[\w.]+|npm:[\w.-]+@[\w.]+)", p.source), p
@@ -174,7 +175,7 @@ def test_ground_truth_is_at_the_planted_lines(size: str, lang: str, seed: int) -
 
 def test_planted_python_parses_and_js_passes_node_check(tmp_path: Path) -> None:
     node = shutil.which("node")
-    for size, lang, seed in SPECS:
+    for size, lang, seed in [*SPECS, ("large", "mixed", 1)]:
         t = task(size, lang, seed)
         for path, text in t.files.items():
             if path.endswith(".py"):
