@@ -32,7 +32,7 @@ class HostStyle:
 
     typed: bool  # python: uses annotations (``->``) somewhere
     single_quotes: bool  # prefers '…' over "…" for plain strings
-    indent: int  # spaces per indentation level
+    indent: int  # spaces per indentation level (0: one tab)
     semicolons: bool  # js: statements end with ``;``
     blank: int  # blank lines around top-level definitions
     var: bool = False  # js: declares with ``var`` rather than ``const``/``let``
@@ -43,12 +43,16 @@ def host_style(f: RealFile) -> HostStyle:
     text = f.text
     py = f.lang == "python"
     single = len(re.findall(r"'[^'\n]*'", text)) > len(re.findall(r'"[^"\n]*"', text))
+    # The smallest indentation code lines use is the step (class bodies sit at two steps).
     steps = Counter(
         len(ln) - len(ln.lstrip(" "))
         for ln in text.split("\n")
-        if ln.startswith(" ") and ln.strip() and len(ln) - len(ln.lstrip(" ")) <= 8
+        if ln.startswith(" ") and not ln.lstrip().startswith(("*", "/*", "//", "#"))
     )
-    indent = 4 if py else (4 if steps[4] > steps[2] * 1.5 else 2)
+    indent = 4 if py or steps[2] < 3 else 2
+    tabbed = sum(ln.startswith("\t") for ln in text.split("\n"))
+    if not py and tabbed > sum(steps.values()):
+        indent = 0
     ends = [
         ln.rstrip()
         for ln in text.split("\n")
@@ -162,9 +166,12 @@ def adapt(code: str, lang: str, style: HostStyle) -> str:
             ln = re.sub(r"^(\s*)(?:const|let) ", r"\1var ", ln)
         if lang == "js" and style.indent != 2:
             body = ln.lstrip(" ")
+            level, odd = divmod(len(ln) - len(body), 2)
             ln = (
-                " " * ((len(ln) - len(body)) // 2 * style.indent + (len(ln) - len(body)) % 2) + body
-            )
+                "\t" * level + " " * odd
+                if style.indent == 0
+                else " " * (level * style.indent + odd)
+            ) + body
         out.append(ln)
     if lang == "js" and not style.semicolons:
         out = _drop_semicolons(out)
