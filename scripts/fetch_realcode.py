@@ -115,10 +115,18 @@ def _pick(files: dict[str, str]) -> list[str]:
 
 
 def _comment_start(lines: list[str], line: int, lang: str) -> int:
-    """The first line of the comment block directly above ``line`` (1-based), or ``line``."""
+    """The first line of the comment block above ``line`` (1-based), or ``line``. A JSDoc
+    block one blank line above still belongs to the statement (``/** Module exports. */``,
+    blank, ``module.exports = …``), so a block planted there does not split them."""
     prefixes = ("#",) if lang == "python" else ("//", "/*", "*")
+
+    def is_comment(k: int) -> bool:  # 1-based line k
+        return lines[k - 1].lstrip().startswith(prefixes) and lines[k - 1][:1] in "#/ *"
+
     i = line - 1
-    while i >= 1 and lines[i - 1].lstrip().startswith(prefixes) and lines[i - 1][:1] in "#/ *":
+    if lang == "js" and i >= 2 and not lines[i - 1].strip() and lines[i - 2].strip() == "*/":
+        i -= 1
+    while i >= 1 and is_comment(i):
         i -= 1
     return i + 1
 
