@@ -19,7 +19,7 @@ import functools
 import sys
 from pathlib import Path
 
-from deeprepo.rl.tasks.generator import generate_task
+from deeprepo.rl import generate_task
 
 CODE = (".py", ".js", ".cjs", ".mjs")
 
