@@ -7,7 +7,8 @@ seed and language given, ``--rollouts`` rollouts each (oracle seed varies per ro
 ``deeprepo eval --model scripted/P -n N -r R --generate SIZE:seed=S:lang=L`` computes it.
 
 Run: ``.venv/bin/python benchmarks/bench_adversarial.py [--sizes small,medium]
-[--seeds 101,202] [--langs python,js] [--n 4] [--rollouts 1]``
+[--seeds 101,202] [--langs python,js] [--n 4] [--rollouts 1] [--substrate real]``
+(``--substrate real``: the same table on tasks planted into vendored open-source files).
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ async def _measure(
     rollouts: int,
     policies: list[str],
     concurrency: int,
+    substrate: str = "synthetic",
 ) -> dict[str, list[float]]:
     from deeprepo import CoverageIndex, EpisodeConfig, SandboxConfig, make_policy
     from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout, upper_bound_policy
@@ -114,7 +116,9 @@ async def _measure(
         for s in seeds
         for lang in langs
         if size != "hard" or lang != "mixed"  # the hard tier is one language a task
-        for t in generate_tasks_in_memory(TaskSpec(size, s, lang), n)
+        for t in generate_tasks_in_memory(
+            TaskSpec(size, s, lang, substrate="synthetic" if size == "hard" else substrate), n
+        )
     ]
     indexes = {t.id: CoverageIndex(t.files) for t in tasks}
     gate = asyncio.Semaphore(concurrency)
@@ -153,6 +157,7 @@ def main() -> None:
         help="comma-separated; 'hard' = the hard tier's five, 'routes' = issue 19's routes",
     )
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--substrate", default="synthetic", choices=("synthetic", "real"))
     args = ap.parse_args()
     sizes = args.sizes.split(",")
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -163,11 +168,20 @@ def main() -> None:
     for size in sizes:
         t0 = time.perf_counter()
         table[size] = asyncio.run(
-            _measure(size, seeds, langs, args.n, args.rollouts, policies, args.concurrency)
+            _measure(
+                size,
+                seeds,
+                langs,
+                args.n,
+                args.rollouts,
+                policies,
+                args.concurrency,
+                args.substrate,
+            )
         )
         print(f"# {size}: {time.perf_counter() - t0:.0f}s", flush=True)
     print(
-        f"\nmean reward (sd) · seeds {args.seeds} · langs {args.langs} · "
+        f"\nmean reward (sd) · {args.substrate} · seeds {args.seeds} · langs {args.langs} · "
         f"{args.n} tasks each · {args.rollouts} rollout(s)\n"
     )
     print("| policy | " + " | ".join(sizes) + " |")

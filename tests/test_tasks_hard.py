@@ -114,6 +114,8 @@ def test_spec_and_disk_carry_the_budget(tmp_path: Path) -> None:
     assert parse_task_spec("hard:seed=3:lang=js") == TaskSpec("hard", 3, "js")
     with pytest.raises(UsageError, match="lang must be one of python, js"):
         parse_task_spec("hard:lang=mixed")
+    with pytest.raises(UsageError, match="hard tier is synthetic only"):
+        parse_task_spec("hard:seed=3:substrate=real")
     [mem] = generate_tasks_in_memory(TaskSpec("hard", 9, "python"))
     assert mem.sub_call_budget == mem.metadata[BUDGET_KEY] > 0
     assert any("sub-call budget" in n for n in mem.get_codebase().metadata.notes)

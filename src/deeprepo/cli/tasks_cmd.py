@@ -47,6 +47,13 @@ def generate_command(
     lang: Annotated[
         str, typer.Option(help="python, js, or mixed (a Python and a JavaScript service).")
     ] = "python",
+    substrate: Annotated[
+        str,
+        typer.Option(
+            help="synthetic (generated Flask/Express projects) or real (bugs planted into "
+            "vendored open-source files)."
+        ),
+    ] = "synthetic",
 ) -> None:
     """Write N repositories, each as OUT_DIR/<id>/repo + ground_truth.json, and OUT_DIR/index.json."""
     if n < 1:
@@ -57,9 +64,12 @@ def generate_command(
     if size == HARD_SIZE:
         from deeprepo.rl.tasks.hard import generate_hard_tasks
 
+        if substrate != "synthetic":
+            raise UsageError("--size hard is synthetic only: drop --substrate")
+
         infos = generate_hard_tasks(out_dir, seed=seed, n=n, lang=lang)
     else:
-        infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang)
+        infos = generate_tasks(out_dir, seed=seed, n=n, size=size, lang=lang, substrate=substrate)
     table = Table(box=None, header_style="bold")
     for col in ("task", "domain", "files", "bugs", "decoys"):
         table.add_column(col, justify="left" if col in ("task", "domain") else "right")

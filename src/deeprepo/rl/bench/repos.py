@@ -87,14 +87,22 @@ def _generated(spec_text: str, tasks_root: Path) -> list[BenchRepo]:
 
     spec = parse_task_spec(spec_text)
     n = spec.n or 1
-    folder = tasks_root / _slug(f"{spec.size}-seed{spec.seed}-{spec.lang}-n{n}")
+    real = "-real" if spec.substrate == "real" else ""
+    folder = tasks_root / _slug(f"{spec.size}-seed{spec.seed}-{spec.lang}{real}-n{n}")
     # The generator is deterministic: a folder already written for this spec is reused, so
     # a resumed bench sees the very same repositories.
     if not (folder / "index.json").is_file():
         if spec.size == HARD_SIZE:
             generate_hard_tasks(folder, seed=spec.seed, n=n, lang=spec.lang)
         else:
-            generate_tasks(folder, seed=spec.seed, n=n, size=spec.size, lang=spec.lang)
+            generate_tasks(
+                folder,
+                seed=spec.seed,
+                n=n,
+                size=spec.size,
+                lang=spec.lang,
+                substrate=spec.substrate,
+            )
     return _from_folder(folder, "generate")
 
 

@@ -5,11 +5,13 @@ Two sources:
 * a directory written by ``deeprepo tasks generate``: ``<id>/repo/...`` plus
   ``<id>/ground_truth.json`` for each task (``index.json``, when present, fixes the order);
 * a generation SPEC: ``SIZE[:key=value...]`` with keys ``seed`` (default 0), ``lang``
-  (``python``, ``js`` or ``mixed``; default ``python``) and ``n`` (how many tasks), e.g.
-  ``medium:seed=7`` or ``small:seed=3:lang=js:n=10``. The tasks are those
-  ``deeprepo tasks generate --seed SEED --size SIZE --lang LANG`` writes, in the same order.
-  The size ``hard`` is the hard tier (``rl.tasks.hard``): its tasks carry a sub-call budget
-  (``Task.sub_call_budget``) that a rollout enforces.
+  (``python``, ``js`` or ``mixed``; default ``python``), ``n`` (how many tasks) and
+  ``substrate`` (``synthetic``, the default, or ``real``: bugs planted into vendored
+  open-source files), e.g. ``medium:seed=7`` or ``small:seed=3:lang=js:n=10:substrate=real``.
+  The tasks are those ``deeprepo tasks generate --seed SEED --size SIZE --lang LANG
+  --substrate SUBSTRATE`` writes, in the same order.
+  The size ``hard`` is the hard tier (``rl.tasks.hard``, synthetic only): its tasks carry a
+  sub-call budget (``Task.sub_call_budget``) that a rollout enforces.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from deeprepo.base.errors import UsageError
 from deeprepo.codebase.loader import codebase_from_files, load_codebase
 from deeprepo.codebase.model import Codebase
 from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, HARD_LANGS, HARD_SIZE, TASK_FILE
-from deeprepo.rl.tasks.spec import LANGS, SIZES
+from deeprepo.rl.tasks.spec import LANGS, SIZES, SUBSTRATES
 
 if TYPE_CHECKING:
     from deeprepo.rl.tasks.hard import HardTask
@@ -44,7 +46,7 @@ __all__ = [
     "task_from_hard",
 ]
 
-_SPEC_KEYS = ("seed", "lang", "n")
+_SPEC_KEYS = ("seed", "lang", "n", "substrate")
 _TIERS = (*SIZES, HARD_SIZE)
 
 
@@ -56,10 +58,12 @@ class TaskSpec:
     seed: int = 0
     lang: str = "python"
     n: int | None = None
+    substrate: str = "synthetic"
 
     def __str__(self) -> str:
         text = f"{self.size}:seed={self.seed}:lang={self.lang}"
-        return text if self.n is None else f"{text}:n={self.n}"
+        text = text if self.n is None else f"{text}:n={self.n}"
+        return text if self.substrate == "synthetic" else f"{text}:substrate={self.substrate}"
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,11 @@ def parse_task_spec(text: str) -> TaskSpec:
     langs = HARD_LANGS if head == HARD_SIZE else LANGS
     if lang not in langs:
         raise UsageError(f"--generate {text!r}: lang must be one of {', '.join(langs)}")
+    substrate = values.get("substrate", "synthetic")
+    if substrate not in SUBSTRATES:
+        raise UsageError(f"--generate {text!r}: substrate must be one of {', '.join(SUBSTRATES)}")
+    if head == HARD_SIZE and substrate != "synthetic":
+        raise UsageError(f"--generate {text!r}: the hard tier is synthetic only; drop substrate=")
     try:
         seed = int(values.get("seed", "0"))
         n = int(values["n"]) if "n" in values else None
@@ -135,7 +144,7 @@ def parse_task_spec(text: str) -> TaskSpec:
         raise UsageError(f"--generate {text!r}: seed and n must be integers; {example}") from None
     if n is not None and n < 1:
         raise UsageError(f"--generate {text!r}: n must be at least 1")
-    return TaskSpec(size=head, seed=seed, lang=lang, n=n)
+    return TaskSpec(size=head, seed=seed, lang=lang, n=n, substrate=substrate)
 
 
 def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]:
@@ -150,7 +159,7 @@ def generate_tasks_in_memory(spec: TaskSpec, n: int | None = None) -> list[Task]
             task_from_hard(generate_hard_task(s, spec.lang)) for s in task_seeds(spec.seed, count)
         ]
     return [
-        task_from_generated(generate_task(task_seed, spec.size, spec.lang))
+        task_from_generated(generate_task(task_seed, spec.size, spec.lang, spec.substrate))
         for task_seed in task_seeds(spec.seed, count)
     ]
 

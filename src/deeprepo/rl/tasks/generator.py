@@ -24,6 +24,7 @@ from deeprepo.rl.tasks.layout import choose_style
 from deeprepo.rl.tasks.naming import DOMAINS, JS_SERVICE_NAMES, project_name, snake_to_kebab
 from deeprepo.rl.tasks.planting import Placed, needed_utils, place, place_twin, plan_snippets
 from deeprepo.rl.tasks.project import Project, build_project
+from deeprepo.rl.tasks.realtask import build_real
 from deeprepo.rl.tasks.render import Mark, extract_marks
 from deeprepo.rl.tasks.spec import (
     SIZES,
@@ -32,6 +33,7 @@ from deeprepo.rl.tasks.spec import (
     Location,
     TaskInfo,
     check_size_lang,
+    check_substrate,
     dumps,
 )
 from deeprepo.rl.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
@@ -166,9 +168,16 @@ def _mixed_files(projects: list[Project], title: str) -> dict[str, str]:
     return {"README.md": readme, "docker-compose.yml": f"services:\n{services}"}
 
 
-def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
-    """One repository with planted bugs and decoys, in memory."""
+def generate_task(seed: int, size: str, lang: str, substrate: str = "synthetic") -> GeneratedTask:
+    """One repository with planted bugs and decoys, in memory.
+
+    ``substrate`` is ``synthetic`` (the generated Flask/Express projects, the tiers' default)
+    or ``real`` (blocks planted into vendored open-source files, ``realtask``).
+    """
     check_size_lang(size, lang)
+    check_substrate(substrate)
+    if substrate == "real":
+        return _real_task(seed, size, lang)
     rng = random.Random(f"deeprepo-task/{seed}/{size}/{lang}")
     lo, hi = SIZES[size]
     domain = rng.choice(sorted(DOMAINS))
@@ -220,13 +229,6 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
         files.update(code)
         files.update(text_extras(proj, code))
     entries = [_entry(p, all_marks[p.tag]) for _, placed in subs for p in placed]
-    entries.sort(key=lambda e: (not e.vulnerable, e.file, e.start_line, e.kind))
-    numbered: list[GroundTruthEntry] = []
-    counters = {True: 0, False: 0}
-    for e in entries:
-        counters[e.vulnerable] += 1
-        prefix = "bug" if e.vulnerable else "decoy"
-        numbered.append(_with_id(e, f"{prefix}-{counters[e.vulnerable]:03d}"))
     return GeneratedTask(
         task_id=f"{size}-{lang}-{seed}",
         seed=seed,
@@ -234,7 +236,34 @@ def generate_task(seed: int, size: str, lang: str) -> GeneratedTask:
         lang=lang,
         domain=domain,
         files=dict(sorted(files.items())),
-        ground_truth=tuple(numbered),
+        ground_truth=_numbered(entries),
+    )
+
+
+def _numbered(entries: list[GroundTruthEntry]) -> tuple[GroundTruthEntry, ...]:
+    """Entries in a fixed order (bugs first, by file and line) with ids ``bug-001``, ``decoy-001`` …"""
+    entries = sorted(entries, key=lambda e: (not e.vulnerable, e.file, e.start_line, e.kind))
+    numbered: list[GroundTruthEntry] = []
+    counters = {True: 0, False: 0}
+    for e in entries:
+        counters[e.vulnerable] += 1
+        prefix = "bug" if e.vulnerable else "decoy"
+        numbered.append(_with_id(e, f"{prefix}-{counters[e.vulnerable]:03d}"))
+    return tuple(numbered)
+
+
+def _real_task(seed: int, size: str, lang: str) -> GeneratedTask:
+    rng = random.Random(f"deeprepo-task/{seed}/{size}/{lang}/real")
+    bugs, decoys = rng.randint(*_BUGS[size]), rng.randint(*_DECOYS[size])
+    files, placed, marks = build_real(rng, size, lang, SIZES[size], bugs, decoys)
+    return GeneratedTask(
+        task_id=f"{size}-{lang}-real-{seed}",
+        seed=seed,
+        size=size,
+        lang=lang,
+        domain="open-source",
+        files=dict(sorted(files.items())),
+        ground_truth=_numbered([_entry(p, marks[p.tag]) for p in placed]),
     )
 
 
@@ -253,15 +282,18 @@ def task_seeds(seed: int, n: int) -> list[int]:
     return out
 
 
-def generate_tasks(out_dir: Path, *, seed: int, n: int, size: str, lang: str) -> list[TaskInfo]:
+def generate_tasks(
+    out_dir: Path, *, seed: int, n: int, size: str, lang: str, substrate: str = "synthetic"
+) -> list[TaskInfo]:
     """Write ``n`` tasks under ``out_dir`` (``<id>/repo``, ``<id>/ground_truth.json``) and ``index.json``."""
     if n < 1:
         raise UsageError(f"--n must be at least 1 (got {n})")
     check_size_lang(size, lang)
+    check_substrate(substrate)
     out_dir.mkdir(parents=True, exist_ok=True)
     infos: list[TaskInfo] = []
     for task_seed in task_seeds(seed, n):
-        task = generate_task(task_seed, size, lang)
+        task = generate_task(task_seed, size, lang, substrate)
         task_dir = out_dir / task.task_id
         _clear_task_dir(task_dir)
         task.write(task_dir)

@@ -21,6 +21,17 @@ LANGS: tuple[str, ...] = ("python", "js", "mixed")
 """``mixed`` repositories hold a Python service and a JavaScript (Express) service side by side."""
 
 
+SUBSTRATES: tuple[str, ...] = ("synthetic", "real")
+"""``synthetic``: generated Flask/Express projects; ``real``: bugs planted into vendored
+open-source files (``realcode``)."""
+
+
+def check_substrate(substrate: str) -> None:
+    """Raise :class:`UsageError` naming the valid substrates for a bad ``substrate``."""
+    if substrate not in SUBSTRATES:
+        raise UsageError(f"unknown substrate {substrate!r}: use one of {', '.join(SUBSTRATES)}")
+
+
 def check_size_lang(size: str, lang: str) -> None:
     """Raise :class:`UsageError` naming the valid choices for a bad ``size`` or ``lang``."""
     if size not in SIZES:
