@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import deeprepo.rl.tasks.compose as compose
+import deeprepo.rl.tasks.composed as composed
 from deeprepo.rl.tasks import generate_task
 from deeprepo.rl.tasks.catalogue import safe_pool, snippets
 from deeprepo.rl.tasks.compose import Host, recipes, render_bug
@@ -29,8 +30,14 @@ SINKS = {
     "unsafe-deserialization": r"pickle\.loads\(|yaml\.load\(|runInNewContext\(",
     "weak-password-hash": r"md5|sha1",
     "insecure-randomness": r"random\.choice\(|Math\.random\(",
+    "hardcoded-secret": r"\"(Bearer )?[A-Za-z0-9]{24}\"",
+    "resource-leak": r"\bopen\(|connect\(|openSync\(",
+    "off-by-one": r"page \* per_page|safePage \* limit",
 }
-SAFE_SINKS = r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
+SAFE_SINKS = (
+    r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
+    r"|environ|process\.env|^\s*with |closeSync|- 1\) \*"
+)
 
 
 def _render_all(lang: str, host: Host) -> list[tuple[compose.Recipe, compose.RenderedBug]]:
@@ -98,12 +105,12 @@ def test_the_label_follows_the_guard_and_a_decoy_sink_line_is_a_safe_one() -> No
         for k, recipe in enumerate(recipes(lang)):
             r = render_bug(recipe, Host(lang), random.Random(k))
             lines = r.code.split("\n")
-            sink, window = lines[r.sink_line - 1], "\n".join(lines[r.start_line - 1 : r.sink_line])
+            sink = lines[r.sink_line - 1]
             holds = recipe.safe_sink or (recipe.guard is not None and recipe.guard.safe)
             assert r.vulnerable is (not holds), recipe.name
             assert r.description.startswith("Safe:") is holds
-            if recipe.safe_sink:  # the safe way is written in the range
-                assert re.search(SAFE_SINKS, window), window
+            if recipe.safe_sink:  # the safe way is written in the function
+                assert re.search(SAFE_SINKS, r.code, re.M), r.code
             else:  # guarded or not, the sink line is the dangerous call itself
                 assert re.search(SINKS[recipe.kind], sink), sink
 
@@ -117,16 +124,16 @@ def test_a_seed_renders_the_same_bytes_and_seeds_vary_the_style() -> None:
     assert len(styles) >= 20
     # The host's names stay free.
     assert not any(re.search(r"^\s*(name|value) =", code, re.M) for code in styles)
-    assert compose.composed_snippets("js") == compose.composed_snippets("js")
+    assert composed.composed_snippets("js") == composed.composed_snippets("js")
 
 
 def test_composed_snippets_and_safe_uses_join_the_generators_catalogues() -> None:
     for lang in LANGS:
         names = {s.name for s in snippets(lang)}
         assert {r.name for r in recipes(lang)} <= names
-        composed = [s for s in snippets(lang) if s.name in {r.name for r in recipes(lang)}]
-        assert all(("-decoy" in s.name) is (not s.vulnerable) for s in composed)
-        clean = [u for u in safe_pool(lang) if u in compose.composed_safe_uses(lang)]
+        mine = [s for s in snippets(lang) if s.name in {r.name for r in recipes(lang)}]
+        assert all(("-decoy" in s.name) is (not s.vulnerable) for s in mine)
+        clean = [u for u in safe_pool(lang) if u in composed.composed_safe_uses(lang)]
         assert len(clean) >= 10 and all("«nm»" in u.block.code for u in clean)
 
 

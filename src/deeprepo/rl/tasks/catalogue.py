@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 
-from deeprepo.rl.tasks.compose import composed_safe_uses, composed_snippets
+from deeprepo.rl.tasks.composed import composed_safe_uses, composed_snippets
 from deeprepo.rl.tasks.datafile import (
     CATALOGUE_LANGS,
     CatalogueError,
@@ -224,7 +224,7 @@ def _guard(e: Entry, source: Block | None) -> Guard | None:
 def snippets(lang: str) -> tuple[Snippet, ...]:
     """The bugs and decoys of ``lang``: ``bugs``, ``logic`` and ``decoys`` in file order, a
     guarded decoy for each cross-file bug (``flows.guarded_decoys``), then every combination
-    of the compositional catalogue (``compose.composed_snippets``)."""
+    of the compositional catalogue (``composed.composed_snippets``)."""
     slots = _host_slots(lang)
     planted = tuple(
         _snippet(e, lang, slots)
@@ -264,7 +264,7 @@ def _safe(e: Entry) -> SafeUse:
 @cache
 def safe_pool(lang: str) -> tuple[SafeUse, ...]:
     """The clean blocks sprinkled over ``lang``'s projects: ``safe``, then ``logic``, then the
-    safe ways to write each composed sink (``compose.composed_safe_uses``)."""
+    safe ways to write each composed sink (``composed.composed_safe_uses``)."""
     listed = tuple(
         _safe(e)
         for name in _SAFE_FILES

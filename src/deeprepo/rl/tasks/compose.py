@@ -12,8 +12,8 @@ Two faces:
 * :func:`render_bug` renders one :class:`Recipe` into a host's context (indentation, a method
   or a module function, names the host already uses) and returns a :class:`RenderedBug` with
   its ground-truth lines — for planting into code nobody here wrote;
-* :func:`composed_snippets` and :func:`composed_safe_uses` turn every recipe into the
-  generator's records (``catalogue.snippets`` and ``catalogue.safe_pool`` include them).
+* ``composed.composed_snippets`` and ``composed.composed_safe_uses`` turn every recipe into
+  the generator's records (``catalogue.snippets`` and ``catalogue.safe_pool`` include them).
 """
 
 from __future__ import annotations
@@ -21,17 +21,17 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from deeprepo.rl.tasks.datafile import CatalogueError, document
 from deeprepo.rl.tasks.mutate import COMMENTS
-from deeprepo.rl.tasks.render import Block
-from deeprepo.rl.tasks.snippets import SafeUse, Snippet
+from deeprepo.rl.tasks.naming import secret_token
 from deeprepo.rl.tasks.taxonomy import BUG_KINDS
 
 _SLOT = re.compile(r"@(\w+)")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 _MARK = re.compile(r"\s*⟦(start|sink)⟧\s*$")
 COMPOSED_HOST = "validators"
 """The utility a composed snippet names as its host; it is portable, so the generator places
@@ -265,7 +265,22 @@ def render_bug(
 
     The code carries no marks; ``start_line`` and ``sink_line`` (1-based in ``code``) are the
     ground truth. ``name`` fixes the function's name (otherwise drawn, avoiding
-    ``host.taken``); Python ``imports`` are statements, JS ones the generator's specs."""
+    ``host.taken``); Python ``imports`` are statements, JS ones the generator's specs
+    (``"fs"``, ``"{execSync}=child_process"``). A planted secret is drawn from ``rng``."""
+    r = render_marked(recipe, host, rng, name)
+    if _SECRET in r.code:
+        token = secret_token(rng, 24, _ALNUM)
+        r = replace(r, code=r.code.replace(_SECRET, token))
+    return r
+
+
+_SECRET = "«secret_alnum»"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def render_marked(recipe: Recipe, host: Host, rng: random.Random, name: str | None) -> RenderedBug:
+    """:func:`render_bug` with a planted secret left as ``«secret_alnum»`` (the generator
+    draws it per placement, so no token repeats across tasks)."""
     if recipe.lang != host.lang:
         raise CatalogueError(f"a {recipe.lang} recipe cannot go into a {host.lang} host")
     p = parts(recipe.lang)
@@ -278,6 +293,11 @@ def render_bug(
         if name in taken:
             name += "_v2" if py else "V2"
     taken.add(name)
+    body = rng.choice(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
+    # The templates' own locals ("sql", "text", "fh") are not free for the drawn names.
+    steps = (recipe.source, recipe.propagation, recipe.guard)
+    literal = " ".join([body, *(s.code for s in steps if s is not None), *pools["fails"]])
+    taken |= set(_WORD.findall(_SLOT.sub(" ", literal)))
     v = _pick(rng, pools["values"], taken)
     slots = {
         "v": v,
@@ -290,7 +310,6 @@ def render_bug(
         "what": v,
     }
     fail = rng.choice(pools["fails"])
-    body = rng.choice(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
     params = [*recipe.sink.params, *(_fill(x, slots) for x in recipe.source.params)]
     lines: list[tuple[int, str]] = []  # (depth, text with marks)
     depth, closes = 1, 0
@@ -368,72 +387,3 @@ def _describe(recipe: Recipe, name: str, slots: Mapping[str, str]) -> str:
     if g.safe:
         return f"Safe: `{name}` {what}, but only after a check that holds: {gw}."
     return f"`{name}` {what}; its check does not stop the attack: {gw} ({title})."
-
-
-# --- the generator's records -----------------------------------------------------------------------
-
-
-def _marked(r: RenderedBug) -> str:
-    lines = r.code.split("\n")
-    if r.start_line != r.sink_line:
-        lines[r.start_line - 1] += "  ⟦start⟧"
-    lines[r.sink_line - 1] += "  ⟦sink⟧"
-    return "\n".join(lines)
-
-
-@cache
-def composed_snippets(lang: str) -> tuple[Snippet, ...]:
-    """Every recipe of ``lang`` as a planted snippet, rendered in the style its name seeds."""
-    out = []
-    for recipe in recipes(lang):
-        r = render_bug(recipe, Host(lang), random.Random(f"compose/{recipe.name}"))
-        block = Block(
-            r.name,
-            _marked(r),
-            imports=r.imports,
-            exports=() if lang == "python" else (r.name,),
-        )
-        out.append(
-            Snippet(recipe.name, r.kind, lang, COMPOSED_HOST, block, r.description, r.vulnerable)
-        )
-    return tuple(out)
-
-
-def _any_section(code: str, lang: str) -> str:
-    """A rendered module function rewritten to fit a class as well (``«selfp»``/``«fn»``)."""
-    if lang == "python":
-        return re.sub(r"^((?:async )?def «nm»\()", r"\1«selfp»", code, count=1)
-    code = re.sub(r"^async function «nm»\(", "«afn»«nm»(", code, count=1)
-    return re.sub(r"^function «nm»\(", "«fn»«nm»(", code, count=1)
-
-
-@cache
-def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
-    """One clean block per safe way to write each sink (a holding guard or a safe body):
-    sprinkled over clean code, they put the composed bugs' line shapes outside any label."""
-    seen: set[tuple[str, str]] = set()
-    out = []
-    for recipe in recipes(lang):
-        way = "safe-sink" if recipe.safe_sink else (recipe.guard.id if recipe.guard else "")
-        if recipe.vulnerable or (recipe.sink.id, way) in seen:
-            continue
-        seen.add((recipe.sink.id, way))
-        rng = random.Random(f"compose-safe/{recipe.name}")
-        options = [x for x in recipes(lang) if x.sink == recipe.sink and x.guard == recipe.guard]
-        pick = rng.choice([x for x in options if x.safe_sink == recipe.safe_sink])
-        r = render_bug(pick, Host(lang), rng, name="«nm»")
-        p = parts(lang).style.pools
-        names = sorted(
-            {
-                (f"{v}_{n}" if lang == "python" else v + n)
-                for v, n in zip(rng.sample(p["verbs"], 4), rng.sample(p["nouns"], 4), strict=True)
-            }
-        )
-        block = Block(
-            "«nm»",
-            _any_section(r.code, lang),
-            imports=r.imports,
-            exports=() if lang == "python" else ("«nm»",),
-        )
-        out.append(SafeUse(tuple(names), "fn", block))
-    return tuple(out)
