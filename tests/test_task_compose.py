@@ -36,7 +36,8 @@ SINKS = {
 }
 SAFE_SINKS = (
     r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
-    r"|environ|process\.env|^\s*with |closeSync|- 1\) \*"
+    r"|environ|process\.env|^\s*with |closeSync|- 1\) \*|escape_html|\.quote\(|json\.loads"
+    r"|execFileSync|replace\(/\[&|encodeURIComponent|subprocess\.run\(\["
 )
 
 
@@ -65,8 +66,8 @@ def test_the_catalogue_is_compositional_and_large() -> None:
         # Each kind has bugs through every source and propagation, and decoys of its own.
         for kind in {r.kind for r in rs}:
             mine = [r for r in rs if r.kind == kind]
-            assert {r.source.id for r in mine if r.vulnerable} == {
-                s.id for s in compose.parts(lang).sources
+            assert {r.source.id for r in mine if r.vulnerable} >= {
+                s.id for s in compose.parts(lang).sources if not s.trusted
             }
             assert any(not r.vulnerable for r in mine), kind
 
@@ -106,7 +107,8 @@ def test_the_label_follows_the_guard_and_a_decoy_sink_line_is_a_safe_one() -> No
             r = render_bug(recipe, Host(lang), random.Random(k))
             lines = r.code.split("\n")
             sink = lines[r.sink_line - 1]
-            holds = recipe.safe_sink or (recipe.guard is not None and recipe.guard.safe)
+            guarded = recipe.guard is not None and recipe.guard.safe
+            holds = recipe.safe_sink or (recipe.sink.tainted and (recipe.source.trusted or guarded))
             assert r.vulnerable is (not holds), recipe.name
             assert r.description.startswith("Safe:") is holds
             if recipe.safe_sink:  # the safe way is written in the function
@@ -162,3 +164,12 @@ def test_a_body_without_its_sink_mark_is_named(monkeypatch: pytest.MonkeyPatch) 
     finally:
         monkeypatch.undo()
         compose.parts.cache_clear()
+
+
+def test_draw_recipe_filters_by_kind_and_label() -> None:
+    rng = random.Random(3)
+    for _ in range(20):
+        r = compose.draw_recipe(rng, "js", kind="xss", vulnerable=False)
+        assert r.kind == "xss" and not r.vulnerable and r.lang == "js"
+    with pytest.raises(CatalogueError, match="no python recipe"):
+        compose.draw_recipe(rng, "python", kind="race-condition")

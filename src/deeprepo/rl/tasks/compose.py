@@ -48,6 +48,7 @@ class Part:
     rebind: bool = False  # the code binds @v2, which the later steps use as the value
     opens: bool = False  # the code opens a block: the later steps are nested inside it
     safe: bool = False  # guards: the check stops the attack
+    trusted: bool = False  # sources: the value is a constant, not input
     kinds: tuple[str, ...] = ()  # guards: the bug kinds it applies to
     imports: tuple[str, ...] = ()
     what: str = ""  # guards: what the check does, for the description
@@ -65,11 +66,14 @@ class Sink:
     imports: tuple[str, ...]
     safe_imports: tuple[str, ...]
     what: str
+    tainted: bool = True  # False: the defect is in the sink alone (a secret, a leak), so
+    # neither the source nor a guard changes the label
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """One combination: the label follows from ``guard`` and ``safe_sink``."""
+    """One combination: the label follows from the parts — a safe sink, a trusted source or a
+    holding guard each make it a decoy (the last two only where the sink is ``tainted``)."""
 
     lang: str
     kind: str
@@ -81,11 +85,14 @@ class Recipe:
 
     @property
     def vulnerable(self) -> bool:
-        return not self.safe_sink and (self.guard is None or not self.guard.safe)
+        if self.safe_sink:
+            return False
+        held = self.source.trusted or (self.guard is not None and self.guard.safe)
+        return not (self.sink.tainted and held)
 
     @property
     def name(self) -> str:
-        g = "safe-sink" if self.safe_sink else (self.guard.id if self.guard else "none")
+        g = (self.guard.id if self.guard else "none") + ("-safe-sink" if self.safe_sink else "")
         parts = (self.kind, self.sink.id, self.source.id, self.propagation.id, g)
         return f"{'py' if self.lang == 'python' else 'js'}-c-{'-'.join(parts)}" + (
             "" if self.vulnerable else "-decoy"
@@ -153,7 +160,7 @@ def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None)
 
 
 _POOLS = ("verbs", "nouns", "values", "renamed", "mappings", "keys", "tables", "columns")
-_POOLS_MORE = ("hosts", "bases", "fails")
+_POOLS_MORE = ("hosts", "bases", "fails", "consts")
 
 
 def _part(d: Mapping[str, Any], where: str) -> Part:
@@ -164,6 +171,7 @@ def _part(d: Mapping[str, Any], where: str) -> Part:
         rebind=bool(d.get("rebind", False)),
         opens=bool(d.get("opens", False)),
         safe=bool(d.get("safe", False)),
+        trusted=bool(d.get("trusted", False)),
         kinds=_strs(d, "kinds", where),
         imports=_strs(d, "imports", where),
         what=_str(d, "what", where, ""),
@@ -210,6 +218,7 @@ def parts(lang: str) -> Parts:
                 _strs(s, "imports", w),
                 _strs(s, "safe_imports", w),
                 _str(s, "what", w),
+                bool(s.get("tainted", True)),
             )
         )
     guards = tuple(_part(g, f"{where} [[guard]] #{k + 1}") for k, g in enumerate(doc["guard"]))
@@ -227,21 +236,34 @@ def parts(lang: str) -> Parts:
 
 @cache
 def recipes(lang: str) -> tuple[Recipe, ...]:
-    """Every combination of ``lang``, in data order: for each sink, no guard, each guard of its
-    kind, and (where it has safe bodies) the safe sink; each with every source × propagation."""
+    """Every combination of ``lang``, in data order: for each sink, its dangerous bodies and
+    (where it has them) its safe bodies, each with no guard and each guard of its kind, each
+    with every source × propagation. A check in front of a safe sink, holding or not, is then
+    as common in decoys as in bugs."""
     p = parts(lang)
     out = []
     for sink in p.sinks:
         guards: list[Part | None] = [None, *(g for g in p.guards if sink.kind in g.kinds)]
-        for g in guards:
-            for src in p.sources:
-                for prop in p.propagations:
-                    out.append(Recipe(lang, sink.kind, src, prop, sink, g))
-        if sink.safe:
-            for src in p.sources:
-                for prop in p.propagations:
-                    out.append(Recipe(lang, sink.kind, src, prop, sink, None, safe_sink=True))
+        for safe_sink in (False, True) if sink.safe else (False,):
+            for g in guards:
+                for src in p.sources:
+                    for prop in p.propagations:
+                        out.append(Recipe(lang, sink.kind, src, prop, sink, g, safe_sink))
     return tuple(out)
+
+
+def draw_recipe(
+    rng: random.Random, lang: str, kind: str | None = None, vulnerable: bool | None = None
+) -> Recipe:
+    """One recipe of ``lang`` drawn uniformly, optionally of one ``kind`` and label."""
+    pool = [
+        r
+        for r in recipes(lang)
+        if (kind is None or r.kind == kind) and (vulnerable is None or r.vulnerable == vulnerable)
+    ]
+    if not pool:
+        raise CatalogueError(f"no {lang} recipe of kind {kind!r} with vulnerable={vulnerable}")
+    return rng.choice(pool)
 
 
 # --- rendering -------------------------------------------------------------------------------------
@@ -308,6 +330,7 @@ def render_marked(recipe: Recipe, host: Host, rng: random.Random, name: str | No
         "host": rng.choice(pools["hosts"]),
         "base": rng.choice(pools["bases"]),
         "what": v,
+        "const": rng.choice(pools["consts"]),
     }
     fail = rng.choice(pools["fails"])
     params = [*recipe.sink.params, *(_fill(x, slots) for x in recipe.source.params)]
@@ -380,8 +403,10 @@ def _describe(recipe: Recipe, name: str, slots: Mapping[str, str]) -> str:
     title = BUG_KINDS[recipe.kind].title
     if recipe.safe_sink:
         return f"Safe: `{name}` looks like a {title.lower()} sink, but does it safely."
+    if not recipe.vulnerable and recipe.source.trusted:
+        return f"Safe: `{name}` {what}, but the value is a constant, not input."
     g = recipe.guard
-    if g is None:
+    if g is None or not recipe.sink.tainted:
         return f"`{name}` {what} with no check ({title})."
     gw = _fill(g.what, slots)
     if g.safe:
