@@ -483,16 +483,36 @@ def learned_detector(
     on all of them. The test tasks are never seen before they are scored."""
     import numpy as np
 
-    fit, val = [t for k, t in enumerate(train) if k % 3 != 2], train[2::3] or train[:1]
-    mv = featurize(val)
-    pv = _scores(mv, *fit_logistic(featurize(fit)))
+    m = featurize(train)
+    task_of = np.array([t for t, _f, _ln in m.keys], dtype=np.int64)
+    in_val = task_of % 3 == 2 if len(train) >= 3 else np.ones(len(task_of), dtype=bool)
+    fit, val = _rows(m, ~in_val) if len(train) >= 3 else m, _rows(m, in_val)
+    val_tasks = sorted({m.keys[int(k)][0] for k in in_val.nonzero()[0]})
+    renumber = {t: k for k, t in enumerate(val_tasks)}
+    val = LineMatrix(
+        [(renumber[t], f, ln) for t, f, ln in val.keys], val.indptr, val.indices, val.labels
+    )
+    pv = _scores(val, *fit_logistic(fit))
+    held = [train[t] for t in val_tasks]
     shares = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
     cands = sorted(set(np.quantile(pv, [1 - q for q in shares]).tolist()))
-    thr = max(cands, key=lambda x: score_lines(val, _flags_at(mv, pv, x), tol).f1)
+    thr = max(cands, key=lambda x: score_lines(held, _flags_at(val, pv, x), tol).f1)
     q = float((pv >= thr).mean())  # the share of lines flagged, carried over to the test set
     mt = featurize(test)
-    pt = _scores(mt, *fit_logistic(featurize(train)))
+    pt = _scores(mt, *fit_logistic(m))
     return _flags_at(mt, pt, float(np.quantile(pt, 1 - q)) if len(pt) else 1.0)
+
+
+def _rows(m: LineMatrix, mask: Any) -> LineMatrix:
+    """The rows of ``m`` where ``mask`` holds."""
+    import numpy as np
+
+    rows = mask.nonzero()[0]
+    lens = np.diff(m.indptr)[rows]
+    starts = m.indptr[rows]
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    take = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]))
+    return LineMatrix([m.keys[int(k)] for k in rows], ptr, m.indices[take], m.labels[rows])
 
 
 # --- running ----------------------------------------------------------------------------------
