@@ -10,6 +10,7 @@ from functools import cache
 from deeprepo.rl.tasks.compose import (
     COMPOSED_HOST,
     Host,
+    Recipe,
     RenderedBug,
     parts,
     recipes,
@@ -55,15 +56,22 @@ def _any_section(code: str, lang: str) -> str:
 
 @cache
 def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
-    """Every decoy recipe as a clean block (a holding check or a safe sink, in a style of its
-    own): sprinkled over clean code, they put the composed bugs' line shapes, sink lines
-    included, outside any label as often as inside one."""
+    """One decoy recipe per safe way of writing each sink (a safe body or not, each guard or
+    none, a trusted source or not; source and propagation drawn) as a clean block in a style
+    of its own: sprinkled over clean code, they put the composed bugs' line shapes, sink lines
+    included, outside any label. One per way, not every decoy: the pool is scanned for every
+    section of every project, so its size is generation time."""
     out = []
     pools = parts(lang).style.pools
+    ways: dict[tuple[str, bool, str, bool], list[Recipe]] = {}
     for recipe in recipes(lang):
-        if recipe.vulnerable:
-            continue
-        rng = random.Random(f"compose-safe/{recipe.name}")
+        if not recipe.vulnerable:
+            g = recipe.guard.id if recipe.guard else ""
+            key = (recipe.sink.id, recipe.safe_sink, g, recipe.source.trusted)
+            ways.setdefault(key, []).append(recipe)
+    for key, options in ways.items():
+        rng = random.Random(f"compose-safe/{'/'.join(map(str, key))}")
+        recipe = rng.choice(options)
         r = render_marked(recipe, Host(lang), rng, "«nm»")
         pairs = zip(rng.sample(pools["verbs"], 4), rng.sample(pools["nouns"], 4), strict=True)
         names = sorted({f"{v}_{n}" if lang == "python" else v + n for v, n in pairs})
