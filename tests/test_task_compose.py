@@ -33,11 +33,13 @@ SINKS = {
     "hardcoded-secret": r"\"(Bearer )?[A-Za-z0-9]{24}\"",
     "resource-leak": r"\bopen\(|connect\(|openSync\(",
     "off-by-one": r"page \* per_page|safePage \* limit",
+    "race-condition": r"\] = \w+ \+ 1",
 }
 SAFE_SINKS = (
     r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
     r"|environ|process\.env|^\s*with |closeSync|- 1\) \*|escape_html|\.quote\(|json\.loads"
     r"|execFileSync|replace\(/\[&|encodeURIComponent|subprocess\.run\(\["
+    r"|etag|cache_key|cacheKey|request_id|requestId|vnd\.partner|\.close\(\)|- 1, 0\)|with lock:|\+ 1;\n\s*await"
 )
 
 
@@ -172,4 +174,4 @@ def test_draw_recipe_filters_by_kind_and_label() -> None:
         r = compose.draw_recipe(rng, "js", kind="xss", vulnerable=False)
         assert r.kind == "xss" and not r.vulnerable and r.lang == "js"
     with pytest.raises(CatalogueError, match="no python recipe"):
-        compose.draw_recipe(rng, "python", kind="race-condition")
+        compose.draw_recipe(rng, "python", kind="missing-authorization")
