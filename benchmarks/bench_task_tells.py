@@ -16,14 +16,17 @@ random), so a detector that beats chance by much is a tell the generator must no
 * ``comment`` — learned: comment and docstring texts that sat next to bugs in training.
 * ``line-shape`` — learned: a template matcher over lines with identifiers, strings and
   numbers abstracted (the shapes that sat inside bugs in training).
+* ``logistic`` — learned: a logistic regression over every reading-free line feature
+  (:func:`line_features`: the line's shape, tokens and identifiers, its neighbours and
+  enclosing definition, position, file size and name, comments); docs/reward.md, "Tells".
 
 Line-level detectors count a flag as a hit when it lies within ``--tol`` lines of a bug's
 range (decoys are negatives); recall is the share of bugs with at least one hit. The file
 detector works per file (a file is positive when it holds a bug). Chance draws the detector's
 number of flags uniformly over the same units, per task, and is averaged over draws.
 
-    python benchmarks/bench_task_tells.py [--n 12] [--sizes small,medium,large]
-        [--langs python,js,mixed] [--tol 3]
+    python benchmarks/bench_task_tells.py [--n 12] [--train 12] [--sizes small,medium,large]
+        [--langs python,js,mixed] [--tol 3] [--train-seed 10000] [--test-seed 20000]
 """
 
 from __future__ import annotations
@@ -539,11 +542,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="small,medium,large")
     ap.add_argument("--langs", default="python,js,mixed")
     ap.add_argument("--tol", type=int, default=3, help="lines of slack around a bug's range")
+    ap.add_argument("--train-seed", type=int, default=10_000, help="first training seed")
+    ap.add_argument("--test-seed", type=int, default=20_000, help="first held-out seed")
     args = ap.parse_args(argv)
     sizes, langs = args.sizes.split(","), args.langs.split(",")
     t0 = time.perf_counter()
-    train = generate(range(10_000, 10_000 + args.train), sizes, langs)
-    test = generate(range(20_000, 20_000 + args.n), sizes, langs)
+    train_seeds = range(args.train_seed, args.train_seed + args.train)
+    test_seeds = range(args.test_seed, args.test_seed + args.n)
+    if set(train_seeds) & set(test_seeds):
+        ap.error("the training and held-out seed ranges overlap; move --test-seed")
+    train = generate(train_seeds, sizes, langs)
+    test = generate(test_seeds, sizes, langs)
     gen_s = time.perf_counter() - t0
     tol = args.tol
     n_bugs = sum(len(t.bugs) for t in test)
