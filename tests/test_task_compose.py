@@ -14,6 +14,7 @@ import pytest
 
 import deeprepo.rl.tasks.compose as compose
 import deeprepo.rl.tasks.composed as composed
+import deeprepo.rl.tasks.flows as flows
 from deeprepo.rl.tasks import generate_task
 from deeprepo.rl.tasks.catalogue import safe_pool, snippets
 from deeprepo.rl.tasks.compose import Host, recipes, render_bug
@@ -175,3 +176,12 @@ def test_draw_recipe_filters_by_kind_and_label() -> None:
         assert r.kind == "xss" and not r.vulnerable and r.lang == "js"
     with pytest.raises(CatalogueError, match="no python recipe"):
         compose.draw_recipe(rng, "python", kind="missing-authorization")
+
+
+def test_a_composed_snippet_is_rendered_afresh_per_placement() -> None:
+    snip = next(s for s in snippets("python") if s.name.startswith("py-c-sql-injection"))
+    drawn = {flows.renamed(snip, random.Random(k)).block.code for k in range(20)}
+    assert len(drawn) >= 15  # names and style per placement, not one text per recipe
+    again = flows.renamed(snip, random.Random(3))
+    assert again == flows.renamed(snip, random.Random(3)) and again.name == snip.name
+    assert "⟦sink⟧" in again.block.code and again.vulnerable == snip.vulnerable

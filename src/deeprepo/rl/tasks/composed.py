@@ -28,22 +28,40 @@ def _marked(r: RenderedBug) -> str:
     return "\n".join(lines)
 
 
+def _snippet(recipe: Recipe, r: RenderedBug) -> Snippet:
+    lang = recipe.lang
+    block = Block(
+        r.name,
+        _marked(r),
+        imports=r.imports,
+        exports=() if lang == "python" else (r.name,),
+    )
+    return Snippet(recipe.name, r.kind, lang, COMPOSED_HOST, block, r.description, r.vulnerable)
+
+
 @cache
 def composed_snippets(lang: str) -> tuple[Snippet, ...]:
-    """Every recipe of ``lang`` as a planted snippet, rendered in the style its name seeds."""
-    out = []
-    for recipe in recipes(lang):
-        r = render_marked(recipe, Host(lang), random.Random(f"compose/{recipe.name}"), None)
-        block = Block(
-            r.name,
-            _marked(r),
-            imports=r.imports,
-            exports=() if lang == "python" else (r.name,),
-        )
-        out.append(
-            Snippet(recipe.name, r.kind, lang, COMPOSED_HOST, block, r.description, r.vulnerable)
-        )
-    return tuple(out)
+    """Every recipe of ``lang`` as a planted snippet, rendered in the style its name seeds
+    (the generator renders it afresh per placement: :func:`restyled`)."""
+    return tuple(
+        _snippet(r, render_marked(r, Host(lang), random.Random(f"compose/{r.name}"), None))
+        for r in recipes(lang)
+    )
+
+
+@cache
+def _recipe_named(lang: str) -> dict[str, Recipe]:
+    return {r.name: r for r in recipes(lang)}
+
+
+def restyled(snippet: Snippet, rng: random.Random) -> Snippet:
+    """A composed snippet rendered afresh in a style drawn from ``rng``; any other unchanged.
+    One fixed rendering per recipe would repeat its names in every task that draws it, and
+    a learned detector reads those names as the label."""
+    recipe = _recipe_named(snippet.lang).get(snippet.name)
+    if recipe is None:
+        return snippet
+    return _snippet(recipe, render_marked(recipe, Host(snippet.lang), rng, None))
 
 
 def _any_section(code: str, lang: str) -> str:
