@@ -300,9 +300,12 @@ _SECRET = "«secret_alnum»"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
-def render_marked(recipe: Recipe, host: Host, rng: random.Random, name: str | None) -> RenderedBug:
+def render_marked(
+    recipe: Recipe, host: Host, rng: random.Random, name: str | None, body: int | None = None
+) -> RenderedBug:
     """:func:`render_bug` with a planted secret left as ``«secret_alnum»`` (the generator
-    draws it per placement, so no token repeats across tasks)."""
+    draws it per placement, so no token repeats across tasks); ``body`` fixes which of the
+    sink's bodies (dangerous or safe, as the recipe says) is used."""
     if recipe.lang != host.lang:
         raise CatalogueError(f"a {recipe.lang} recipe cannot go into a {host.lang} host")
     p = parts(recipe.lang)
@@ -315,10 +318,11 @@ def render_marked(recipe: Recipe, host: Host, rng: random.Random, name: str | No
         if name in taken:
             name += "_v2" if py else "V2"
     taken.add(name)
-    body = rng.choice(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
+    choices = recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies
+    text = rng.choice(choices) if body is None else choices[body]
     # The templates' own locals ("sql", "text", "fh") are not free for the drawn names.
     steps = (recipe.source, recipe.propagation, recipe.guard)
-    literal = " ".join([body, *(s.code for s in steps if s is not None), *pools["fails"]])
+    literal = " ".join([text, *(s.code for s in steps if s is not None), *pools["fails"]])
     taken |= set(_WORD.findall(_SLOT.sub(" ", literal)))
     v = _pick(rng, pools["values"], taken)
     slots = {
@@ -357,7 +361,7 @@ def render_marked(recipe: Recipe, host: Host, rng: random.Random, name: str | No
             depth += 1
             if not py:
                 closes += 1
-    add(body, depth)
+    add(text, depth)
     for d in range(depth - 1, depth - 1 - closes, -1):
         lines.append((d, st.close_block))
     text = "\n".join(t for _, t in lines)

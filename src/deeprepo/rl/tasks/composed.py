@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Mapping
 from functools import cache
 
 from deeprepo.rl.tasks.compose import (
@@ -74,7 +75,7 @@ def _any_section(code: str, lang: str) -> str:
 
 @cache
 def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
-    """One decoy recipe per safe way of writing each sink (a safe body or not, each guard or
+    """One decoy recipe per safe way of writing each sink (each of its bodies, each guard or
     none, a trusted source or not; source and propagation drawn) as a clean block in a style
     of its own: sprinkled over clean code, they put the composed bugs' line shapes, sink lines
     included, outside any label. One per way, not every decoy: the pool is scanned for every
@@ -90,14 +91,23 @@ def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
     for key, options in ways.items():
         rng = random.Random(f"compose-safe/{'/'.join(map(str, key))}")
         recipe = rng.choice(options)
-        r = render_marked(recipe, Host(lang), rng, "«nm»")
-        pairs = zip(rng.sample(pools["verbs"], 4), rng.sample(pools["nouns"], 4), strict=True)
-        names = sorted({f"{v}_{n}" if lang == "python" else v + n for v, n in pairs})
-        block = Block(
-            "«nm»",
-            _any_section(r.code, lang),
-            imports=r.imports,
-            exports=() if lang == "python" else ("«nm»",),
-        )
-        out.append(SafeUse(tuple(names), "fn", block))
+        n = len(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
+        for body in range(n):
+            out.append(_safe_use(recipe, rng, pools, body))
     return tuple(out)
+
+
+def _safe_use(
+    recipe: Recipe, rng: random.Random, pools: Mapping[str, tuple[str, ...]], body: int
+) -> SafeUse:
+    lang = recipe.lang
+    r = render_marked(recipe, Host(lang), rng, "«nm»", body)
+    pairs = zip(rng.sample(pools["verbs"], 4), rng.sample(pools["nouns"], 4), strict=True)
+    names = sorted({f"{v}_{n}" if lang == "python" else v + n for v, n in pairs})
+    block = Block(
+        "«nm»",
+        _any_section(r.code, lang),
+        imports=r.imports,
+        exports=() if lang == "python" else ("«nm»",),
+    )
+    return SafeUse(tuple(names), "fn", block)
