@@ -16,27 +16,34 @@ random), so a detector that beats chance by much is a tell the generator must no
 * ``comment`` — learned: comment and docstring texts that sat next to bugs in training.
 * ``line-shape`` — learned: a template matcher over lines with identifiers, strings and
   numbers abstracted (the shapes that sat inside bugs in training).
+* ``logistic`` — learned: a logistic regression over every reading-free line feature
+  (:func:`line_features`: the line's shape, tokens and identifiers, its neighbours and
+  enclosing definition, position, file size and name, comments); docs/reward.md, "Tells".
 
 Line-level detectors count a flag as a hit when it lies within ``--tol`` lines of a bug's
 range (decoys are negatives); recall is the share of bugs with at least one hit. The file
 detector works per file (a file is positive when it holds a bug). Chance draws the detector's
 number of flags uniformly over the same units, per task, and is averaged over draws.
 
-    python benchmarks/bench_task_tells.py [--n 12] [--sizes small,medium,large]
-        [--langs python,js,mixed] [--tol 3]
+    python benchmarks/bench_task_tells.py [--n 12] [--train 12] [--sizes small,medium,large]
+        [--langs python,js,mixed] [--tol 3] [--train-seed 10000] [--test-seed 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import random
 import re
 import statistics
 import sys
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from deeprepo.rl import GeneratedTask, generate_task
 
@@ -342,6 +349,175 @@ def file_scores(
     return det, chance, score(test, largest)
 
 
+# --- the learned detector ---------------------------------------------------------------------
+
+_DIM = 1 << 20
+_WORD_RE = re.compile(r"[a-z]+|[A-Z][a-z]*|\d+")
+_DEF_RE = re.compile(
+    r"^\s*(?:async\s+)?(?:def|function|class)\b|=>\s*\{?\s*$|^\s*\w+\s*\([^)]*\)\s*\{$"
+)
+
+
+def _h(feature: str) -> int:
+    return zlib.crc32(feature.encode()) % _DIM
+
+
+def _subwords(line: str) -> set[str]:
+    return {w.lower() for ident in _ID_RE.findall(line) for w in _WORD_RE.findall(ident)}
+
+
+def _bucket(x: float) -> int:
+    return int(math.log2(x + 1))
+
+
+def line_features(path: str, lines: list[str], i: int) -> list[str]:
+    """What a reading-free attacker sees of line ``i`` (0-based) of ``path``: its shape, its
+    tokens and identifiers, the shapes of its neighbours and of the enclosing definition, its
+    position and indentation, the file's size and name, and any comment."""
+    line = lines[i]
+    shape = line_shape(line)
+    toks = shape.split()
+    out = [
+        f"s:{shape}",
+        f"ind:{(len(line) - len(line.lstrip())) // 2}",
+        f"len:{_bucket(len(line))}",
+    ]
+    out += [f"t:{t}" for t in toks] + [f"b:{a} {b}" for a, b in itertools.pairwise(toks)]
+    out += [f"id:{w}" for w in _subwords(_STR_RE.sub(" ", line))]
+    out += [f"str:{w}" for m in _STR_RE.finditer(line) for w in _subwords(m.group(0))]
+    for d, tag in ((-2, "p2"), (-1, "p1"), (1, "n1"), (2, "n2")):
+        j = i + d
+        near = line_shape(lines[j]) if 0 <= j < len(lines) else "<edge>"
+        out.append(f"{tag}:{near}")
+    for j in range(i - 1, max(i - 40, -1), -1):
+        if _DEF_RE.search(lines[j]):
+            out += [f"def:{line_shape(lines[j])}", f"ddist:{_bucket(i - j)}"]
+            out += [f"did:{w}" for w in _subwords(lines[j])]
+            break
+    n = len(lines)
+    out += [f"pos:{10 * i // max(n, 1)}", f"line:{_bucket(i)}", f"size:{_bucket(n)}"]
+    name = base(path)
+    out += [f"fn:{name}", *(f"fw:{w}" for w in _subwords(name.rsplit(".", 1)[0]))]
+    out += [f"dir:{w}" for w in _subwords("/".join(path.split("/")[:-1]))]
+    out.append(f"ext:{name.rsplit('.', 1)[-1]}")
+    c = comment_text(line)
+    if c is not None:
+        out += ["comment", *(f"cw:{w}" for w in _WORD_RE.findall(c))]
+    return out
+
+
+@dataclass
+class LineMatrix:
+    """Hashed binary features of every non-blank code line of some tasks (CSR layout)."""
+
+    keys: list[tuple[int, str, int]]  # (task index, file, 1-based line)
+    indptr: Any  # numpy int64 array, len(keys) + 1
+    indices: Any  # numpy int32 array
+    labels: Any  # numpy float64 array: 1.0 inside a bug's range
+
+
+def featurize(tasks: list[GeneratedTask]) -> LineMatrix:
+    import numpy as np
+
+    keys: list[tuple[int, str, int]] = []
+    ptr, idx, lab = [0], [], []
+    for t, task in enumerate(tasks):
+        in_bug = {(e.file, ln) for e in task.bugs for ln in range(e.start_line, e.end_line + 1)}
+        for path, text in task.files.items():
+            if not path.endswith(CODE_EXT):
+                continue
+            lines = text.split("\n")
+            for i, line in enumerate(lines):
+                if not line.strip():
+                    continue
+                feats = {_h(f) for f in line_features(path, lines, i)}
+                idx.extend(feats)
+                ptr.append(len(idx))
+                keys.append((t, path, i + 1))
+                lab.append(1.0 if (path, i + 1) in in_bug else 0.0)
+    return LineMatrix(
+        keys, np.array(ptr, dtype=np.int64), np.array(idx, dtype=np.int32), np.array(lab)
+    )
+
+
+def _scores(m: LineMatrix, w: Any, bias: float) -> Any:
+    import numpy as np
+
+    sums = np.add.reduceat(w[m.indices], m.indptr[:-1]) if len(m.indices) else np.zeros(0)
+    return 1.0 / (1.0 + np.exp(-(sums + bias)))
+
+
+def fit_logistic(
+    m: LineMatrix, epochs: int = 60, l2: float = 1e-6, lr: float = 0.5
+) -> tuple[Any, float]:
+    """Class-balanced logistic regression by full-batch AdaGrad on the hashed features."""
+    import numpy as np
+
+    y = m.labels
+    pos = max(float(y.sum()), 1.0)
+    weight = np.where(y > 0, len(y) / (2 * pos), len(y) / (2 * max(len(y) - pos, 1.0)))
+    row = np.repeat(np.arange(len(y)), np.diff(m.indptr))
+    w, bias = np.zeros(_DIM), 0.0
+    g2, b2 = np.full(_DIM, 1e-8), 1e-8
+    for _ in range(epochs):
+        err = (_scores(m, w, bias) - y) * weight / len(y)
+        grad = np.bincount(m.indices, weights=err[row], minlength=_DIM) + l2 * w
+        g2 += grad * grad
+        w -= lr * grad / np.sqrt(g2)
+        gb = float(err.sum())
+        b2 += gb * gb
+        bias -= lr * gb / math.sqrt(b2)
+    return w, bias
+
+
+def _flags_at(m: LineMatrix, p: Any, thr: float) -> dict[int, set[tuple[str, int]]]:
+    out: dict[int, set[tuple[str, int]]] = defaultdict(set)
+    for k in (p >= thr).nonzero()[0]:
+        t, f, ln = m.keys[int(k)]
+        out[t].add((f, ln))
+    return out
+
+
+def learned_detector(
+    train: list[GeneratedTask], test: list[GeneratedTask], tol: int
+) -> dict[int, set[tuple[str, int]]]:
+    """Logistic regression on :func:`line_features`: fitted on two thirds of the training
+    tasks, its flagging threshold chosen for the best ±tol F1 on the last third, then refitted
+    on all of them. The test tasks are never seen before they are scored."""
+    import numpy as np
+
+    m = featurize(train)
+    task_of = np.array([t for t, _f, _ln in m.keys], dtype=np.int64)
+    in_val = task_of % 3 == 2 if len(train) >= 3 else np.ones(len(task_of), dtype=bool)
+    fit, val = _rows(m, ~in_val) if len(train) >= 3 else m, _rows(m, in_val)
+    val_tasks = sorted({m.keys[int(k)][0] for k in in_val.nonzero()[0]})
+    renumber = {t: k for k, t in enumerate(val_tasks)}
+    val = LineMatrix(
+        [(renumber[t], f, ln) for t, f, ln in val.keys], val.indptr, val.indices, val.labels
+    )
+    pv = _scores(val, *fit_logistic(fit))
+    held = [train[t] for t in val_tasks]
+    shares = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
+    cands = sorted(set(np.quantile(pv, [1 - q for q in shares]).tolist()))
+    thr = max(cands, key=lambda x: score_lines(held, _flags_at(val, pv, x), tol).f1)
+    q = float((pv >= thr).mean())  # the share of lines flagged, carried over to the test set
+    mt = featurize(test)
+    pt = _scores(mt, *fit_logistic(m))
+    return _flags_at(mt, pt, float(np.quantile(pt, 1 - q)) if len(pt) else 1.0)
+
+
+def _rows(m: LineMatrix, mask: Any) -> LineMatrix:
+    """The rows of ``m`` where ``mask`` holds."""
+    import numpy as np
+
+    rows = mask.nonzero()[0]
+    lens = np.diff(m.indptr)[rows]
+    starts = m.indptr[rows]
+    ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    take = np.repeat(starts - ptr[:-1], lens) + np.arange(int(ptr[-1]))
+    return LineMatrix([m.keys[int(k)] for k in rows], ptr, m.indices[take], m.labels[rows])
+
+
 # --- running ----------------------------------------------------------------------------------
 
 
@@ -366,11 +542,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="small,medium,large")
     ap.add_argument("--langs", default="python,js,mixed")
     ap.add_argument("--tol", type=int, default=3, help="lines of slack around a bug's range")
+    ap.add_argument("--train-seed", type=int, default=10_000, help="first training seed")
+    ap.add_argument("--test-seed", type=int, default=20_000, help="first held-out seed")
     args = ap.parse_args(argv)
     sizes, langs = args.sizes.split(","), args.langs.split(",")
     t0 = time.perf_counter()
-    train = generate(range(10_000, 10_000 + args.train), sizes, langs)
-    test = generate(range(20_000, 20_000 + args.n), sizes, langs)
+    train_seeds = range(args.train_seed, args.train_seed + args.train)
+    test_seeds = range(args.test_seed, args.test_seed + args.n)
+    if set(train_seeds) & set(test_seeds):
+        ap.error("the training and held-out seed ranges overlap; move --test-seed")
+    train = generate(train_seeds, sizes, langs)
+    test = generate(test_seeds, sizes, langs)
     gen_s = time.perf_counter() - t0
     tol = args.tol
     n_bugs = sum(len(t.bugs) for t in test)
@@ -403,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     print(row("comment", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = shape_detector(train, test, tol)
     print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    fl = learned_detector(train, test, tol)
+    print(row("logistic (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()

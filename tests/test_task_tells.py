@@ -4,8 +4,12 @@ properties as detector scores; these tests pin the mechanisms."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections import defaultdict
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -150,3 +154,55 @@ def test_strip_comments_drops_docstrings_but_not_code() -> None:
     assert strip_comments(code, "python") == "def f() -> int:\n    return 1"
     only_doc = 'def g() -> None:\n    """Only a docstring."""'
     assert strip_comments(only_doc, "python") == only_doc  # the body would be empty
+
+
+# --- the learned detector of benchmarks/bench_task_tells.py -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    pytest.importorskip("numpy", reason="the learned detector needs numpy (the dev extra)")
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "bench_task_tells", root / "benchmarks" / "bench_task_tells.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_task_tells"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_line_features_see_shape_neighbours_position_file_and_comments(bench: ModuleType) -> None:
+    lines = ["def f(name):", "    # Why not.", "    return open(name)", ""]
+    feats = bench.line_features("app/storage/files.py", lines, 2)
+    kinds = {f.split(":", 1)[0] for f in feats}
+    assert {"s", "t", "b", "id", "p1", "p2", "n1", "n2", "def", "pos", "size", "fn", "dir"} <= kinds
+    assert "id:open" in feats and "fw:files" in feats and "dir:storage" in feats
+    assert "comment" in bench.line_features("a.py", lines, 1)
+
+
+def test_the_learned_detector_trains_and_scores_on_disjoint_seeds(bench: ModuleType) -> None:
+    train = [generate_task(s, "small", "python") for s in (101, 102, 103)]
+    test = [generate_task(s, "small", "python") for s in (201, 202)]
+    m = bench.featurize(train)
+    bug_lines = {
+        (t, e.file, ln)
+        for t, task in enumerate(train)
+        for e in task.bugs
+        for ln in range(e.start_line, e.end_line + 1)
+        if task.files[e.file].split("\n")[ln - 1].strip()
+    }
+    assert {k for k, y in zip(m.keys, m.labels, strict=True) if y} == bug_lines  # decoys: 0
+    import numpy as np
+
+    part = bench._rows(m, np.array([t == 1 for t, _f, _l in m.keys]))
+    again = bench.featurize(train[1:2])
+    assert list(part.indices) == list(again.indices) and list(part.labels) == list(again.labels)
+    flags = bench.learned_detector(train, test, 3)
+    universe = {(t, f, i) for t, task in enumerate(test) for f, i, _ in bench.code_lines(task)}
+    flagged = {(t, f, i) for t, s in flags.items() for f, i in s}
+    assert flagged and flagged <= universe
+    score, chance = bench.score_lines(test, flags, 3), bench.chance_lines(test, flags, 3)
+    assert score.flags == chance.flags == len(flagged)
+    assert 0.0 <= score.f1 <= 1.0 and 0.0 <= chance.f1 <= 1.0

@@ -8,7 +8,9 @@ Six TOML files per language, each in one schema for Python and JavaScript:
 * ``safe.toml``, ``logic.toml``: ``[[safe]]``, clean blocks sprinkled over every project;
 * ``clean.toml``: ``[[entity.<role>]]``, ``[[core.<role>]]`` and ``[part.<name>]``, the
   clean code every project is built from;
-* ``utils.toml``: ``[util.<id>]`` with its ``[[util.<id>.block]]``.
+* ``utils.toml``: ``[util.<id>]`` with its ``[[util.<id>.block]]``;
+* ``compose.toml``: the parts of the compositional catalogue (``compose``), whose every
+  combination joins the snippets and whose safe ways of writing a sink join the safe pool.
 
 A block (every kind of table above) has ``key``, ``code`` and optionally ``imports``,
 ``names`` (``[section, name]`` pairs), ``uses`` and ``exports``. Each file is parsed once
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cache
 
+from deeprepo.rl.tasks.composed import composed_safe_uses, composed_snippets
 from deeprepo.rl.tasks.datafile import (
     CATALOGUE_LANGS,
     CatalogueError,
@@ -219,15 +222,16 @@ def _guard(e: Entry, source: Block | None) -> Guard | None:
 
 @cache
 def snippets(lang: str) -> tuple[Snippet, ...]:
-    """The bugs and decoys of ``lang``: ``bugs``, ``logic`` and ``decoys`` in file order, then
-    a guarded decoy for each cross-file bug (``flows.guarded_decoys``)."""
+    """The bugs and decoys of ``lang``: ``bugs``, ``logic`` and ``decoys`` in file order, a
+    guarded decoy for each cross-file bug (``flows.guarded_decoys``), then every combination
+    of the compositional catalogue (``composed.composed_snippets``)."""
     slots = _host_slots(lang)
     planted = tuple(
         _snippet(e, lang, slots)
         for name in _SNIPPET_FILES
         for e in _root(lang, name).tables("snippet", "[[snippet]]", required=True)
     )
-    out = (*planted, *guarded_decoys(planted))
+    out = (*planted, *guarded_decoys(planted), *composed_snippets(lang))
     seen: set[str] = set()
     for s in out:
         if s.name in seen:
@@ -259,12 +263,14 @@ def _safe(e: Entry) -> SafeUse:
 
 @cache
 def safe_pool(lang: str) -> tuple[SafeUse, ...]:
-    """The clean blocks sprinkled over ``lang``'s projects: ``safe``, then ``logic``."""
-    return tuple(
+    """The clean blocks sprinkled over ``lang``'s projects: ``safe``, then ``logic``, then the
+    safe ways to write each composed sink (``composed.composed_safe_uses``)."""
+    listed = tuple(
         _safe(e)
         for name in _SAFE_FILES
         for e in _root(lang, name).tables("safe", "[[safe]]", required=True)
     )
+    return (*listed, *composed_safe_uses(lang))
 
 
 def _roles(root: Entry, key: str, roles: tuple[str, ...]) -> dict[str, tuple[Block, ...]]:

@@ -18,6 +18,7 @@ import random
 import re
 from dataclasses import replace
 
+from deeprepo.rl.tasks.composed import restyled
 from deeprepo.rl.tasks.render import Block
 from deeprepo.rl.tasks.snippets import Snippet
 
@@ -73,7 +74,11 @@ def guarded_decoys(snippets: tuple[Snippet, ...]) -> tuple[Snippet, ...]:
 
 
 def renamed(snippet: Snippet, rng: random.Random) -> Snippet:
-    """The snippet with its helper renamed by a neutral suffix (half of the time)."""
+    """The snippet with its helper renamed by a neutral suffix (half of the time); a composed
+    snippet rendered afresh, names and style drawn from ``rng`` (``composed.restyled``)."""
+    fresh = restyled(snippet, rng)  # draws from rng only for a composed snippet
+    if fresh is not snippet:
+        return fresh
     if snippet.source is None or rng.random() < 0.5:
         return snippet
     suffix = rng.choice(_PY_SUFFIXES if snippet.lang == "python" else _JS_SUFFIXES)

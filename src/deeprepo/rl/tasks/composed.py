@@ -1,0 +1,113 @@
+"""The compositional catalogue as the generator's records: every recipe of
+:mod:`~deeprepo.rl.tasks.compose` as a planted snippet, every decoy recipe as a clean block."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from functools import cache
+
+from deeprepo.rl.tasks.compose import (
+    COMPOSED_HOST,
+    Host,
+    Recipe,
+    RenderedBug,
+    parts,
+    recipes,
+    render_marked,
+)
+from deeprepo.rl.tasks.render import Block
+from deeprepo.rl.tasks.snippets import SafeUse, Snippet
+
+
+def _marked(r: RenderedBug) -> str:
+    lines = r.code.split("\n")
+    if r.start_line != r.sink_line:
+        lines[r.start_line - 1] += "  ⟦start⟧"
+    lines[r.sink_line - 1] += "  ⟦sink⟧"
+    return "\n".join(lines)
+
+
+def _snippet(recipe: Recipe, r: RenderedBug) -> Snippet:
+    lang = recipe.lang
+    block = Block(
+        r.name,
+        _marked(r),
+        imports=r.imports,
+        exports=() if lang == "python" else (r.name,),
+    )
+    return Snippet(recipe.name, r.kind, lang, COMPOSED_HOST, block, r.description, r.vulnerable)
+
+
+@cache
+def composed_snippets(lang: str) -> tuple[Snippet, ...]:
+    """Every recipe of ``lang`` as a planted snippet, rendered in the style its name seeds
+    (the generator renders it afresh per placement: :func:`restyled`)."""
+    return tuple(
+        _snippet(r, render_marked(r, Host(lang), random.Random(f"compose/{r.name}"), None))
+        for r in recipes(lang)
+    )
+
+
+@cache
+def _recipe_named(lang: str) -> dict[str, Recipe]:
+    return {r.name: r for r in recipes(lang)}
+
+
+def restyled(snippet: Snippet, rng: random.Random) -> Snippet:
+    """A composed snippet rendered afresh in a style drawn from ``rng``; any other unchanged.
+    One fixed rendering per recipe would repeat its names in every task that draws it, and
+    a learned detector reads those names as the label."""
+    recipe = _recipe_named(snippet.lang).get(snippet.name)
+    if recipe is None:
+        return snippet
+    return _snippet(recipe, render_marked(recipe, Host(snippet.lang), rng, None))
+
+
+def _any_section(code: str, lang: str) -> str:
+    """A rendered module function rewritten to fit a class as well (``«selfp»``/``«fn»``)."""
+    if lang == "python":
+        return re.sub(r"^((?:async )?def «nm»\()", r"\1«selfp»", code, count=1)
+    code = re.sub(r"^async function «nm»\(", "«afn»«nm»(", code, count=1)
+    return re.sub(r"^function «nm»\(", "«fn»«nm»(", code, count=1)
+
+
+@cache
+def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
+    """One decoy recipe per safe way of writing each sink (each of its bodies, each guard or
+    none, a trusted source or not; source and propagation drawn) as a clean block in a style
+    of its own: sprinkled over clean code, they put the composed bugs' line shapes, sink lines
+    included, outside any label. One per way, not every decoy: the pool is scanned for every
+    section of every project, so its size is generation time."""
+    out = []
+    pools = parts(lang).style.pools
+    ways: dict[tuple[str, bool, str, bool], list[Recipe]] = {}
+    for recipe in recipes(lang):
+        if not recipe.vulnerable:
+            g = recipe.guard.id if recipe.guard else ""
+            key = (recipe.sink.id, recipe.safe_sink, g, recipe.source.trusted)
+            ways.setdefault(key, []).append(recipe)
+    for key, options in ways.items():
+        rng = random.Random(f"compose-safe/{'/'.join(map(str, key))}")
+        recipe = rng.choice(options)
+        n = len(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
+        for body in range(n):
+            out.append(_safe_use(recipe, rng, pools, body))
+    return tuple(out)
+
+
+def _safe_use(
+    recipe: Recipe, rng: random.Random, pools: Mapping[str, tuple[str, ...]], body: int
+) -> SafeUse:
+    lang = recipe.lang
+    r = render_marked(recipe, Host(lang), rng, "«nm»", body)
+    pairs = zip(rng.sample(pools["verbs"], 4), rng.sample(pools["nouns"], 4), strict=True)
+    names = sorted({f"{v}_{n}" if lang == "python" else v + n for v, n in pairs})
+    block = Block(
+        "«nm»",
+        _any_section(r.code, lang),
+        imports=r.imports,
+        exports=() if lang == "python" else ("«nm»",),
+    )
+    return SafeUse(tuple(names), "fn", block)
