@@ -152,6 +152,8 @@ def _sink_regexes(lang: str) -> dict[str, list[re.Pattern[str]]]:
                 ".+?" if p.startswith("«") else "[\"']" if p in ('"', "'") else re.escape(p)
                 for p in parts
             )
+            # The planter adapts declarations to the host's style (var in old CommonJS files).
+            rx = re.sub(r"^(?:const|let|var)\\ ", r"(?:const|let|var)\\ ", rx)
             out.setdefault(s.kind, []).append(re.compile(rx + r";?"))
     return out
 
