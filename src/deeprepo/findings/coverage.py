@@ -47,9 +47,9 @@ __all__ = [
 #: In-order share at which a file counts as audited in the run's "audited N of M" figure,
 #: and below which the reward credits it nothing (:func:`coverage_credit`).
 DEFAULT_MIN_FRACTION = 0.9
-# Joins prompts into one text for the regex passes: a non-trivial key no file has, so no
-# pair runs from one prompt into the next.
-_BARRIER = "\n\0\0\0\0\0\0\0\0\n"
+# Set between the keys of two prompts (or two views of one): a non-trivial key no file has,
+# so no pair runs from one prompt into the next.
+_BARRIER = "\0" * MIN_LINE_LENGTH
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,14 @@ class Shown:
 def shown_in(prompts: Iterable[str]) -> Shown:
     """The keys and in-order key pairs of ``prompts`` (every view of each, see
     :func:`deeprepo.findings.line_keys.views`)."""
-    texts = [view for prompt in prompts for view in views(prompt)]
-    keys = line_keys(_BARRIER.join(texts))
+    # Keys text by text, not of the texts joined: line_keys remembers each text whole, and
+    # the same prompt is read again (per prompt by the reward, by the oracle).
+    keys: list[str] = []
+    for prompt in prompts:
+        for view in views(prompt):
+            if keys:
+                keys.append(_BARRIER)
+            keys += line_keys(view)
     seq = _nontrivial(keys)
     lines = set(keys)
     lines.discard("")
