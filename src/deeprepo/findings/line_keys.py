@@ -122,7 +122,7 @@ class _TextMemo:
         self._chars = 0
 
 
-_TEXT_MEMO_CHARS = 16_000_000
+_TEXT_MEMO_CHARS = 8_000_000  # per memo: a few MB of prompts, with their keys
 _KEYS_BY_TEXT = _TextMemo(_TEXT_MEMO_CHARS)
 _VIEWS_BY_PROMPT = _TextMemo(_TEXT_MEMO_CHARS)
 
