@@ -17,7 +17,8 @@ The share is continuous. Its users turn it into what they need: the Episode's au
 calls a file audited at :data:`DEFAULT_MIN_FRACTION`; the reward credits a file on a ramp
 (:func:`coverage_credit`). Everything is set arithmetic on the keys and key pairs of the
 prompts, in C-level maps: 300 files against 300 prompts of 10 KB, every line new, takes about
-twice what the old set-of-lines figure took (``docs/reward.md``, Coverage).
+twice what the old set-of-lines figure took; a text read again (every rollout of a task) is
+remembered whole by :mod:`deeprepo.findings.line_keys` (``docs/performance.md``).
 """
 
 from __future__ import annotations
