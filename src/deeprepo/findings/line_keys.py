@@ -300,6 +300,9 @@ def _views(prompt: str) -> list[str]:
     for q, literal_re, row_re, end_re in zip(
         "\"'", _LITERAL_RES, _IN_A_ROW_RES, _LIST_END_RES, strict=True
     ):
+        # Every sign below holds the quote: one memchr scan spares three of two characters.
+        if not escaped and q not in prompt:
+            continue
         # Counting first (in C) spares the patterns' scans of the prompts that have no rows.
         rows = q + "," in prompt and prompt.count(q + ",") >= _WRAPPED_SIGNS
         listed = q + "]" in prompt or (q + "\n" in prompt and _CLOSES_RE[q].search(prompt))
