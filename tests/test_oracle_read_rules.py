@@ -246,3 +246,17 @@ def test_a_remembered_reading_is_the_reading_worked_out() -> None:
         first[0].clear()
         assert reader.read(prompt)[0].keys() == fresh[0].keys()
     assert reader.read(prompts[0])[0]  # the file is found
+
+
+def test_remembered_readings_start_over_past_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deeprepo.rl.env import oracle_read
+
+    monkeypatch.setattr(oracle_read, "_READ_LINES", 50)
+    files = {"a.py": module("bound", 40)}  # a codebase no other test reads: its own index
+    reader = oracle_read.PromptReader(files)
+    first, second = ASK + "\n" + files["a.py"], "Summarise.\n" + files["a.py"]
+    reader.read(first)
+    index = reader._index
+    assert index is not None and list(index.reads) == [first] and index.read_lines == 41
+    reader.read(second)  # 41 + 41 lines: the first reading goes
+    assert list(index.reads) == [second] and index.read_lines == 41

@@ -92,7 +92,7 @@ class ShownFile:
 # gives the line and where in the repository it is (empty when ambiguous).
 _Resolved = tuple[int | None, tuple[tuple[str, int], ...]] | tuple[()] | None
 _MEMO_LINES = 20_000  # distinct prompt lines remembered per codebase before starting over
-_READS = 256  # prompts whose reading is remembered per codebase before starting over
+_READ_LINES = 20_000  # prompt lines whose reading is remembered per codebase, then over
 _Reading = tuple[dict[str, ShownFile], str, int]
 _SHARED = 16  # codebases whose index is kept for the next reader (rollouts of one task)
 
@@ -123,6 +123,7 @@ class _Index:
         # Whole readings by prompt: the oracle reads each prompt it answers, grounding reads
         # it again for the reward, and every rollout of a task sends the same ones.
         self.reads: dict[str, _Reading] = {}
+        self.read_lines = 0  # the non-empty lines of the prompts in ``reads``
 
     def resolve(self, raw: str, key: str) -> _Resolved:
         """What the (non-blank) prompt line ``raw``, whose key is ``key``, shows."""
@@ -186,14 +187,16 @@ class PromptReader:
             return self._read_blocks(prompt)
         if self._index is None:
             self._index = _index_for(self._codebase)
-        reads = self._index.reads
-        known = reads.get(prompt)
+        index = self._index
+        known = index.reads.get(prompt)
         if known is not None:
             return dict(known[0]), known[1], known[2]
         kept, instruction, size = self._read(prompt)
-        if len(reads) >= _READS:
-            reads.clear()
-        reads[prompt] = (kept, instruction, size)
+        if index.read_lines + size > _READ_LINES:  # bounded, as the line memo is
+            index.reads.clear()
+            index.read_lines = 0
+        index.reads[prompt] = (kept, instruction, size)
+        index.read_lines += size
         return dict(kept), instruction, size
 
     def _read(self, prompt: str) -> _Reading:
