@@ -204,6 +204,7 @@ def test_readers_of_equal_codebases_share_one_index_and_read_alike(
     got = second.read(prompt)
     assert second._index is first._index
     monkeypatch.setattr(oracle_read, "_MEMO_LINES", 3)  # the memo starts over every 3 lines
+    first._index.reads.clear()  # so the prompt is read line by line again, not remembered
     third = oracle_read.PromptReader({"./" + k: v for k, v in files.items()})
     again = third.read(prompt)
 
@@ -214,3 +215,48 @@ def test_readers_of_equal_codebases_share_one_index_and_read_alike(
 
     assert plain(got) == plain(want) == plain(again)
     assert sorted(want[0]) == ["a.py", "b.py"] and want[1].startswith("Audit this file.\n")
+
+
+def test_a_remembered_reading_is_the_reading_worked_out() -> None:
+    """Readers of one codebase remember whole readings; each equals a fresh one, and a
+    caller that changes the returned mapping changes no later reading."""
+    from deeprepo.base.prompts import file_audit_prompt
+    from deeprepo.rl.env import oracle_read
+
+    files = {
+        "app/views.py": "\n".join(f"    value_{i} = compute(item_{i}, {i})" for i in range(40))
+    }
+    prompts = [
+        file_audit_prompt("app/views.py", files["app/views.py"]),
+        "Summarise this:\n" + "\n".join(files["app/views.py"].split("\n")[5:25]),
+        "Reply OK.",
+    ]
+    reader = oracle_read.PromptReader(files)
+    for prompt in prompts:
+        first = reader.read(prompt)
+        again = oracle_read.PromptReader(files).read(prompt)  # the shared index remembers it
+        plain = oracle_read.PromptReader(files)
+        plain._index = oracle_read._Index(files)  # its own index: nothing remembered
+        fresh = plain._read(prompt)
+        for got in (first, again):
+            assert got[1:] == fresh[1:]
+            assert {p: (v.at, v.number, v.text) for p, v in got[0].items()} == {
+                p: (v.at, v.number, v.text) for p, v in fresh[0].items()
+            }
+        first[0].clear()
+        assert reader.read(prompt)[0].keys() == fresh[0].keys()
+    assert reader.read(prompts[0])[0]  # the file is found
+
+
+def test_remembered_readings_start_over_past_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deeprepo.rl.env import oracle_read
+
+    monkeypatch.setattr(oracle_read, "_READ_LINES", 50)
+    files = {"a.py": module("bound", 40)}  # a codebase no other test reads: its own index
+    reader = oracle_read.PromptReader(files)
+    first, second = ASK + "\n" + files["a.py"], "Summarise.\n" + files["a.py"]
+    reader.read(first)
+    index = reader._index
+    assert index is not None and list(index.reads) == [first] and index.read_lines == 41
+    reader.read(second)  # 41 + 41 lines: the first reading goes
+    assert list(index.reads) == [second] and index.read_lines == 41

@@ -17,7 +17,8 @@ The share is continuous. Its users turn it into what they need: the Episode's au
 calls a file audited at :data:`DEFAULT_MIN_FRACTION`; the reward credits a file on a ramp
 (:func:`coverage_credit`). Everything is set arithmetic on the keys and key pairs of the
 prompts, in C-level maps: 300 files against 300 prompts of 10 KB, every line new, takes about
-twice what the old set-of-lines figure took (``docs/reward.md``, Coverage).
+twice what the old set-of-lines figure took; a text read again (every rollout of a task) is
+remembered whole by :mod:`deeprepo.findings.line_keys` (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ __all__ = [
 #: In-order share at which a file counts as audited in the run's "audited N of M" figure,
 #: and below which the reward credits it nothing (:func:`coverage_credit`).
 DEFAULT_MIN_FRACTION = 0.9
-# Joins prompts into one text for the regex passes: a non-trivial key no file has, so no
-# pair runs from one prompt into the next.
-_BARRIER = "\n\0\0\0\0\0\0\0\0\n"
+# Set between the keys of two prompts (or two views of one): a non-trivial key no file has,
+# so no pair runs from one prompt into the next.
+_BARRIER = "\0" * MIN_LINE_LENGTH
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,14 @@ class Shown:
 def shown_in(prompts: Iterable[str]) -> Shown:
     """The keys and in-order key pairs of ``prompts`` (every view of each, see
     :func:`deeprepo.findings.line_keys.views`)."""
-    texts = [view for prompt in prompts for view in views(prompt)]
-    keys = line_keys(_BARRIER.join(texts))
+    # Keys text by text, not of the texts joined: line_keys remembers each text whole, and
+    # the same prompt is read again (per prompt by the reward, by the oracle).
+    keys: list[str] = []
+    for prompt in prompts:
+        for view in views(prompt):
+            if keys:
+                keys.append(_BARRIER)
+            keys += line_keys(view)
     seq = _nontrivial(keys)
     lines = set(keys)
     lines.discard("")

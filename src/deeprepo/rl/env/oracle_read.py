@@ -92,6 +92,8 @@ class ShownFile:
 # gives the line and where in the repository it is (empty when ambiguous).
 _Resolved = tuple[int | None, tuple[tuple[str, int], ...]] | tuple[()] | None
 _MEMO_LINES = 20_000  # distinct prompt lines remembered per codebase before starting over
+_READ_LINES = 20_000  # prompt lines whose reading is remembered per codebase, then over
+_Reading = tuple[dict[str, ShownFile], str, int]
 _SHARED = 16  # codebases whose index is kept for the next reader (rollouts of one task)
 
 
@@ -118,6 +120,10 @@ class _Index:
                         where[k].append((path, i))
         self.where = dict(where)
         self.memo: dict[str, _Resolved] = {}
+        # Whole readings by prompt: the oracle reads each prompt it answers, grounding reads
+        # it again for the reward, and every rollout of a task sends the same ones.
+        self.reads: dict[str, _Reading] = {}
+        self.read_lines = 0  # the non-empty lines of the prompts in ``reads``
 
     def resolve(self, raw: str, key: str) -> _Resolved:
         """What the (non-blank) prompt line ``raw``, whose key is ``key``, shows."""
@@ -173,13 +179,29 @@ class PromptReader:
         self._codebase = {k.removeprefix("./"): v for k, v in codebase.items()}
         self._index: _Index | None = None
 
-    def read(self, prompt: str) -> tuple[dict[str, ShownFile], str, int]:
+    def read(self, prompt: str) -> _Reading:
         """Files shown (by content), the instruction text (lines that are no code of the
-        repository) and the prompt's size in non-empty lines."""
+        repository) and the prompt's size in non-empty lines. Readers of one codebase share
+        what they read: the views are the same objects on every reading, not to be changed."""
         if not self._codebase:
             return self._read_blocks(prompt)
         if self._index is None:
             self._index = _index_for(self._codebase)
+        index = self._index
+        known = index.reads.get(prompt)
+        if known is not None:
+            return dict(known[0]), known[1], known[2]
+        kept, instruction, size = self._read(prompt)
+        if index.read_lines + size > _READ_LINES:  # bounded, as the line memo is
+            index.reads.clear()
+            index.read_lines = 0
+        index.reads[prompt] = (kept, instruction, size)
+        index.read_lines += size
+        return dict(kept), instruction, size
+
+    def _read(self, prompt: str) -> _Reading:
+        """:meth:`read`, worked out."""
+        assert self._index is not None
         # A prompt wrapping code in string literals is read as its unwrapped view (the one
         # whose lines resolve to the most code); its instruction is what is outside them.
         best: tuple[int, dict[str, ShownFile], str, int] | None = None
