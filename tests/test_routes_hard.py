@@ -121,7 +121,10 @@ def test_duplicate_findings_gain_nothing(route_means: dict[str, float]) -> None:
 
 def test_padding_a_prompt_with_repeats_gains_nothing(route_means: dict[str, float]) -> None:
     m = route_means
-    assert m["repeat-pad"] <= m["per-file"] + 0.03, m
+    # verbatim is the same dispatch (one audit prompt per file, replies taken as given)
+    # without the padding: per-file packs small files and checks its findings, so its draws
+    # differ and it is no reference for what the padding adds.
+    assert m["repeat-pad"] <= m["verbatim"] + 0.03, m
 
 
 def test_recording_replies_verbatim_stays_below_checked_work(
