@@ -112,9 +112,9 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
         fill_in = any(u.where == "fn" and _fits(u, sec) for sec in hosts for u in pool) and not any(
             b.tag for sec in secs for b in sec.blocks
         )
-        for k in range(want + fill_in):
+        for n in range(want + fill_in):
             sec = rng.choice(hosts)
-            lookalike = fill_in and k == 0
+            lookalike = fill_in and n == 0
             added += _sprinkle_one(rng, proj, sec, pool, in_file[path], table_ctx, lookalike)
     return added
 
