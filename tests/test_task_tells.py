@@ -206,3 +206,53 @@ def test_the_learned_detector_trains_and_scores_on_disjoint_seeds(bench: ModuleT
     score, chance = bench.score_lines(test, flags, 3), bench.chance_lines(test, flags, 3)
     assert score.flags == chance.flags == len(flagged)
     assert 0.0 <= score.f1 <= 1.0 and 0.0 <= chance.f1 <= 1.0
+
+
+def test_block_comments_are_pool_comments_in_clean_code_too(corpus: list[GeneratedTask]) -> None:
+    # Clean blocks lose their own comments as planted ones do, so a pool comment says nothing.
+    pool = set(COMMENTS)
+    for task in corpus:
+        for path, text in _code(task).items():
+            for line in text.split("\n"):
+                if line.startswith(("    ", "  ")) and line.strip().startswith(("# ", "// ")):
+                    assert line.strip()[2:].strip() in pool, (path, line)
+
+
+def test_bugs_sit_in_larger_files_no_more_than_chance() -> None:
+    # Among the files that can hold code of any kind (a name tells __init__ and tests apart),
+    # the share of bugs in the larger half stays near the share of files there.
+    hits = total = 0
+    chance = 0.0
+    for lang in ("python", "js"):
+        for seed in range(300, 312):
+            task = generate_task(seed, "medium", lang)
+            lines = {
+                p: t.count("\n")
+                for p, t in _code(task).items()
+                if "__init__" not in p and "test" not in p
+            }
+            ranked = sorted(lines.values())
+            larger = {p for p, n in lines.items() if n > ranked[len(ranked) // 2]}
+            for e in task.bugs:
+                total += 1
+                hits += e.file in larger
+                chance += len(larger) / len(lines)
+    assert total >= 100 and hits / total <= chance / total + 0.1, (hits / total, chance / total)
+
+
+def test_sprinkled_composed_safe_uses_are_rendered_per_placement() -> None:
+    import random
+
+    from deeprepo.rl.tasks.catalogue import safe_pool
+    from deeprepo.rl.tasks.composed import is_composed_use, restyled_use
+
+    for lang in ("python", "js"):
+        uses = [u for u in safe_pool(lang) if is_composed_use(u, lang)]
+        assert uses
+        for use in uses[:20]:
+            a = restyled_use(use, lang, random.Random(1))
+            assert a == restyled_use(use, lang, random.Random(1))  # seeded: same bytes
+            texts = {restyled_use(use, lang, random.Random(k)).block.code for k in range(8)}
+            assert len(texts) > 1, use.block.code
+    plain = next(u for u in safe_pool("python") if not is_composed_use(u, "python"))
+    assert restyled_use(plain, "python", random.Random(0)) is plain

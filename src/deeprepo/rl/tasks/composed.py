@@ -93,8 +93,31 @@ def composed_safe_uses(lang: str) -> tuple[SafeUse, ...]:
         recipe = rng.choice(options)
         n = len(recipe.sink.safe if recipe.safe_sink else recipe.sink.bodies)
         for body in range(n):
-            out.append(_safe_use(recipe, rng, pools, body))
+            use = _safe_use(recipe, rng, pools, body)
+            same = tuple(o for o in options if o.sink is recipe.sink)
+            _SAFE_WAYS[(lang, use.block.code)] = (same, body)
+            out.append(use)
     return tuple(out)
+
+
+# A sprinkled block's way (the recipes that write it, all with one sink, and the body).
+_SAFE_WAYS: dict[tuple[str, str], tuple[tuple[Recipe, ...], int]] = {}
+
+
+def is_composed_use(use: SafeUse, lang: str) -> bool:
+    """Whether ``use`` is one of :func:`composed_safe_uses` (the composed bugs' shapes)."""
+    return (lang, use.block.code) in _SAFE_WAYS
+
+
+def restyled_use(use: SafeUse, lang: str, rng: random.Random) -> SafeUse:
+    """A composed safe use rendered afresh (its recipe among those of its way, its names and
+    values drawn from ``rng``); any other unchanged. Sprinkled as written, one rendering per way would
+    repeat its exact lines in every task, a shape a learned detector reads as "clean"."""
+    way = _SAFE_WAYS.get((lang, use.block.code))
+    if way is None:
+        return use
+    options, body = way
+    return _safe_use(rng.choice(options), rng, parts(lang).style.pools, body)
 
 
 def _safe_use(

@@ -3,8 +3,10 @@
 Every block — clean, planted bug or decoy — goes through the same steps, so a comment
 or a docstring says nothing about the label of the code it sits in:
 
-* :func:`strip_comments` drops docstrings and line comments (always for planted blocks,
-  whose texts are unique to one snippet; at random for clean ones);
+* :func:`strip_comments` drops docstrings and line comments (the synthetic generator drops
+  them from every block: a planted block's own texts are unique to one snippet, and a clean
+  block that kept its own while planted ones only had pool comments made a pool comment
+  mean "planted");
 * :func:`sprinkle_comments` adds comments drawn from one shared pool at random lines.
 
 Both work on template text (marks and placeholders in place) and only touch lines that
@@ -143,16 +145,17 @@ def mutate_block(
     rng: random.Random,
     block: Block,
     lang: str,
-    planted: bool,
+    strip: bool,
     rate: float,
     shape: Shape,
     method: bool = False,
 ) -> Block:
-    """The block in the project's shape, its own comments maybe dropped, pool comments added."""
+    """The block in the project's shape, its own comments dropped (``strip``, else at random),
+    pool comments added."""
     code = reshape(rng, block.code, lang, shape)
     if lang == "js" and shape.js_arrows and not method:
         code = to_arrow(code)
-    if planted or rng.random() < 0.5:
+    if strip or rng.random() < 0.5:
         code = strip_comments(code, lang)
     n = 1 if rng.random() < rate else 0
     if n and rng.random() < 0.25:

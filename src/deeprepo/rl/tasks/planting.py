@@ -133,6 +133,16 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     ]
 
 
+def by_file(rng: random.Random, proj: Project, hosts: list[Section]) -> list[Section]:
+    """``hosts`` in an order that draws the file first, uniformly, then a section in it: a
+    file's chance to hold a snippet does not grow with its number of sections (its size)."""
+    paths = sorted({proj.registry[sec.id][0].path for sec in hosts})
+    rng.shuffle(paths)
+    rank = {p: i for i, p in enumerate(paths)}
+    rng.shuffle(hosts)
+    return sorted(hosts, key=lambda sec: rank[proj.registry[sec.id][0].path])
+
+
 def _file_keys(proj: Project, sec: Section) -> set[str]:
     f = proj.registry[sec.id][0]
     return {
@@ -142,8 +152,7 @@ def _file_keys(proj: Project, sec: Section) -> set[str]:
 
 def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Placed | None:
     """Put ``snippet`` (and its source route) into the project; ``None`` if no host fits."""
-    hosts = host_sections(proj, snippet)
-    rng.shuffle(hosts)
+    hosts = by_file(rng, proj, host_sections(proj, snippet))
     secrets = {}
     if "«secret_hex»" in snippet.block.code:
         secrets["secret_hex"] = secret_token(rng, 40, "0123456789abcdef")

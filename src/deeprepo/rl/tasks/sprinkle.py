@@ -16,6 +16,7 @@ import random
 import re
 
 from deeprepo.rl.tasks.catalogue import safe_pool
+from deeprepo.rl.tasks.composed import is_composed_use, restyled_use
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
 from deeprepo.rl.tasks.planting import insert_block
@@ -76,7 +77,13 @@ def _filled(key: str, ctx: dict[str, str]) -> str | None:
 
 
 def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
-    """Add 0–2 clean risky-API blocks to each code section; returns how many were added."""
+    """Add clean risky-API blocks to each code file; returns how many were added.
+
+    Counts are drawn per file, not per section, so a file with many sections (a compact
+    ``services.py``) does not collect more of them, and every file that can hold a function
+    but holds no planted block gets one more, drawn from the composed safe ways first: then
+    a planted-looking block, and the lines it adds, are in every such file whether or not it
+    holds a bug (the real substrate's one block per file, ``realtask``)."""
     pool = safe_pool(proj.lang)
     tables = sorted(e.plural for e, _ in proj.structure.entities)
     quoted = ", ".join(f'"{t}"' for t in tables)
@@ -86,64 +93,86 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
     }
     added = 0
     in_file: dict[str, set[str]] = {}
+    by_file: dict[str, list[Section]] = {}
     for _sid, (f, sec) in proj.registry.items():
         keys = in_file.setdefault(f.path, set())
+        by_file.setdefault(f.path, []).append(sec)
         for b in sec.blocks:
             k = _filled(b.key, {**proj.ctx, **sec.ctx, **b.ctx})
             if k:
                 keys.add(k)
-    for _sid, (f, sec) in list(proj.registry.items()):
+    for path, secs in by_file.items():
         r = rng.random()
         want = 0 if r < 0.3 else (1 if r < 0.75 else 2)
-        if role_of(sec) == "config":
+        if all(role_of(sec) == "config" for sec in secs):
             want = rng.randint(0, 2)  # constants only
-        if not want:
+        hosts = [sec for sec in secs if any(_fits(u, sec) for u in pool)]
+        if not hosts:
             continue
-        fits = [u for u in pool if _fits(u, sec)]
-        # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
-        order = [rng.random() ** (1.0 / _weight(u)) for u in fits]
-        fits = [u for _, u in sorted(zip(order, fits, strict=True), key=lambda t: -t[0])]
-        base = {**proj.ctx, **sec.ctx}
-        taken = in_file[f.path]  # module-level names must be unique in their file
-        for use in fits:
-            if want <= 0:
-                break
-            name = rng.choice(use.names)
-            key = _filled(name, base)
-            if key is None or key in taken:
-                continue
-            ctx = {**table_ctx, "nm": key}
-            for ph, n, alphabet in (
-                ("hex40", 40, _HEX),
-                ("hex16", 16, _HEX),
-                ("alnum24", 24, _ALNUM),
-            ):
-                if f"«{ph}»" in use.block.code:
-                    ctx[ph] = secret_token(rng, n, alphabet)
-            block = Block(
-                key,
-                use.block.code,
-                imports=use.block.imports,
-                names=use.block.names,
-                uses=use.block.uses,
-                exports=use.block.exports,
-                ctx=ctx,
-            )
-            insert_block(rng, sec, block, proj.lang)
-            taken.add(key)
-            want -= 1
-            added += 1
+        fill_in = any(u.where == "fn" and _fits(u, sec) for sec in hosts for u in pool) and not any(
+            b.tag for sec in secs for b in sec.blocks
+        )
+        for n in range(want + fill_in):
+            sec = rng.choice(hosts)
+            lookalike = fill_in and n == 0
+            added += _sprinkle_one(rng, proj, sec, pool, in_file[path], table_ctx, lookalike)
     return added
 
 
+def _sprinkle_one(
+    rng: random.Random,
+    proj: Project,
+    sec: Section,
+    pool: tuple[SafeUse, ...],
+    taken: set[str],
+    table_ctx: dict[str, str],
+    lookalike: bool,
+) -> int:
+    """One clean block into ``sec`` (a composed safe way when ``lookalike``); 1 if it went in."""
+    fits = [u for u in pool if _fits(u, sec)]
+    if lookalike:
+        fits = [u for u in fits if is_composed_use(u, proj.lang)] or fits
+    # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
+    order = [rng.random() ** (1.0 / _weight(u)) for u in fits]
+    fits = [u for _, u in sorted(zip(order, fits, strict=True), key=lambda t: -t[0])]
+    base = {**proj.ctx, **sec.ctx}
+    for use in fits:  # module-level names must be unique in their file (``taken``)
+        use = restyled_use(use, proj.lang, rng)
+        name = rng.choice(use.names)
+        key = _filled(name, base)
+        if key is None or key in taken:
+            continue
+        ctx = {**table_ctx, "nm": key}
+        for ph, n, alphabet in (
+            ("hex40", 40, _HEX),
+            ("hex16", 16, _HEX),
+            ("alnum24", 24, _ALNUM),
+        ):
+            if f"«{ph}»" in use.block.code:
+                ctx[ph] = secret_token(rng, n, alphabet)
+        block = Block(
+            key,
+            use.block.code,
+            imports=use.block.imports,
+            names=use.block.names,
+            uses=use.block.uses,
+            exports=use.block.exports,
+            ctx=ctx,
+        )
+        insert_block(rng, sec, block, proj.lang)
+        taken.add(key)
+        return 1
+    return 0
+
+
 def mutate_comments(rng: random.Random, proj: Project, rate: float = 0.3) -> None:
-    """One shape per project, the same comment treatment for clean, planted and decoy blocks
-    (see ``mutate``)."""
+    """One shape per project, the same comment treatment for clean, planted and decoy blocks:
+    their own comments dropped, pool comments added (see ``mutate``)."""
     shape = choose_shape(rng)
     for _sid, (f, sec) in proj.registry.items():
         if f.lang not in ("python", "js"):
             continue
         method = sec.class_name is not None
-        sec.blocks = [
-            mutate_block(rng, b, f.lang, bool(b.tag), rate, shape, method) for b in sec.blocks
-        ]
+        # Every block's own comments go, clean ones too: else the only comments planted code
+        # has (pool comments) would be rarer in clean code than in planted code.
+        sec.blocks = [mutate_block(rng, b, f.lang, True, rate, shape, method) for b in sec.blocks]
