@@ -84,12 +84,14 @@ def test_the_matcher_was_trained_on_seeds_no_test_uses() -> None:
 def test_two_giant_prompts_find_less_than_honest_batches() -> None:
     """All files in two prompts: within the worker's context the two prompts read like any
     batch, past it (a large task) recall falls as (context / lines) ** 2."""
-    (task,) = generate_tasks_in_memory(TaskSpec("medium", seed=11, lang="python"), 1)
+    # A large task: on medium, per-file packs small files into three prompts, nearly the
+    # giant route's own dispatch, so the two differ there only by the oracle's draws.
+    (task,) = generate_tasks_in_memory(TaskSpec("large", seed=11, lang="python"), 1)
     giant = rollout("two-giant-prompts", task)
     honest = rollout("per-file", task)
     assert giant.result.batch_sizes == [2] and giant.reward.parts["delegation_reward"] == 1.0
-    assert giant.reward.details["recall"] <= honest.reward.details["recall"]
-    assert giant.reward.total <= honest.reward.total
+    assert giant.reward.details["recall"] < honest.reward.details["recall"]
+    assert giant.reward.total < honest.reward.total
 
 
 def test_one_prompt_of_twenty_files_finds_less_than_twenty_prompts() -> None:
