@@ -82,8 +82,9 @@ def test_shuffled_padding_earns_only_the_half_it_audited(rewards: dict[str, list
 
 
 @pytest.mark.xfail(
-    reason="needs bugs placed independently of file size (issue 19 item 3, substrate stream): "
-    "88% of generated bugs sit in the larger half of the files this route audits",
+    reason="after size-free placement 66% of bugs (medium) still sit in the larger half of the "
+    "files, against 47% by chance: small files (__init__, tests) never hold one. The route "
+    "audits that half honestly and scores ~0.45, ~0.1 above `half` (issue 19 item 3, open)",
     strict=False,
 )
 def test_shuffled_padding_stays_low(rewards: dict[str, list[float]]) -> None:
