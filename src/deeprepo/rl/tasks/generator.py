@@ -37,7 +37,7 @@ from deeprepo.rl.tasks.spec import (
     dumps,
 )
 from deeprepo.rl.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
-from deeprepo.rl.tasks.structure import fit_structure
+from deeprepo.rl.tasks.structure import Structure, fit_structure
 from deeprepo.rl.tasks.taxonomy import BUG_KINDS
 
 _BUGS = {"small": (1, 3), "medium": (4, 7), "large": (8, 14)}
@@ -88,18 +88,7 @@ def _subproject(
             taken |= trial_taken
             break
     assert st is not None
-    pctx = {
-        "pkg_file": pkg,
-        "pkg_name": title,
-        "app_title": title,
-        "api_prefix": st.style.api_prefix,
-        "page_size": str(rng.choice((20, 25, 50))),
-        "env_prefix": pkg.upper(),
-        "port": str(rng.choice((3000, 5000, 8000, 8080))),
-        "currency": rng.choice(("EUR", "USD", "GBP")),
-        "bad_name_msg": '"file name escapes the upload directory"',
-    }
-    proj = build_project(rng, st, title, pctx)
+    proj = build_project(rng, st, title, project_context(rng, st, title, pkg))
     add_code_extras(proj)
     shuffle_constants(rng, proj)
     placed: list[Placed] = []
@@ -114,7 +103,23 @@ def _subproject(
     return proj, placed
 
 
-def _entry(p: Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
+def project_context(rng: random.Random, st: Structure, title: str, pkg: str) -> dict[str, str]:
+    """The project-wide values a project's templates are filled with (drawn from ``rng``)."""
+    return {
+        "pkg_file": pkg,
+        "pkg_name": title,
+        "app_title": title,
+        "api_prefix": st.style.api_prefix,
+        "page_size": str(rng.choice((20, 25, 50))),
+        "env_prefix": pkg.upper(),
+        "port": str(rng.choice((3000, 5000, 8000, 8080))),
+        "currency": rng.choice(("EUR", "USD", "GBP")),
+        "bad_name_msg": '"file name escapes the upload directory"',
+    }
+
+
+def ground_truth_entry(p: Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
+    """The ground-truth entry (id still empty) of one placed snippet, from its marks."""
     kind = BUG_KINDS[p.snippet.kind]
     sink = marks["sink"]
     start = marks.get("start", sink).line
@@ -228,7 +233,7 @@ def generate_task(seed: int, size: str, lang: str, substrate: str = "synthetic")
                 all_marks.setdefault(m.tag, {})[m.name] = m
         files.update(code)
         files.update(text_extras(proj, code))
-    entries = [_entry(p, all_marks[p.tag]) for _, placed in subs for p in placed]
+    entries = [ground_truth_entry(p, all_marks[p.tag]) for _, placed in subs for p in placed]
     return GeneratedTask(
         task_id=f"{size}-{lang}-{seed}",
         seed=seed,
@@ -263,7 +268,7 @@ def _real_task(seed: int, size: str, lang: str) -> GeneratedTask:
         lang=lang,
         domain="open-source",
         files=dict(sorted(files.items())),
-        ground_truth=_numbered([_entry(p, marks[p.tag]) for p in placed]),
+        ground_truth=_numbered([ground_truth_entry(p, marks[p.tag]) for p in placed]),
     )
 
 

@@ -33,7 +33,7 @@ from deeprepo.base.safefile import refuse_link, write_atomic
 from deeprepo.rl.tasks.catalogue import snippets, util_modules
 from deeprepo.rl.tasks.extras import add_code_extras, text_extras
 from deeprepo.rl.tasks.flows import renamed
-from deeprepo.rl.tasks.generator import task_seeds
+from deeprepo.rl.tasks.generator import ground_truth_entry, project_context, task_seeds
 from deeprepo.rl.tasks.hard_flows import authz_flows
 from deeprepo.rl.tasks.hard_spec import BUDGET_KEY, HARD_LANGS, HARD_SIZE, TASK_FILE
 from deeprepo.rl.tasks.layout import choose_style
@@ -49,10 +49,9 @@ from deeprepo.rl.tasks.planting import (
 from deeprepo.rl.tasks.project import Project, build_project
 from deeprepo.rl.tasks.render import Block, Mark, Section, extract_marks, fill
 from deeprepo.rl.tasks.snippets import ENTITY_HOSTS, Snippet
-from deeprepo.rl.tasks.spec import GeneratedTask, GroundTruthEntry, Location, TaskInfo, dumps
+from deeprepo.rl.tasks.spec import GeneratedTask, GroundTruthEntry, TaskInfo, dumps
 from deeprepo.rl.tasks.sprinkle import mutate_comments, shuffle_constants, sprinkle_safe_uses
 from deeprepo.rl.tasks.structure import fit_structure
-from deeprepo.rl.tasks.taxonomy import BUG_KINDS
 
 __all__ = [
     "HARD_FILES",
@@ -84,7 +83,6 @@ _HOP_PREFIXES = {
     "js": ("forward", "run", "queue", "dispatch"),
 }
 _ROOTS = ("services/", "apps/", "svc/")
-_ORIGIN = "a request value read by a route handler"
 
 
 @dataclass(frozen=True)
@@ -268,18 +266,7 @@ def _service(
     needs = needed_utils(plan, set(utpl)) | {u for u in sorted(utpl) if rng.random() < 0.7}
     style = choose_style(rng, lang, rng.choice(("modular", "layered")), root, pkg)
     st = fit_structure(rng, style, budget, needs, domains, stems, taken)
-    pctx = {
-        "pkg_file": pkg,
-        "pkg_name": title,
-        "app_title": title,
-        "api_prefix": st.style.api_prefix,
-        "page_size": str(rng.choice((20, 25, 50))),
-        "env_prefix": pkg.upper(),
-        "port": str(rng.choice((3000, 5000, 8000, 8080))),
-        "currency": rng.choice(("EUR", "USD", "GBP")),
-        "bad_name_msg": '"file name escapes the upload directory"',
-    }
-    proj = build_project(rng, st, title, pctx)
+    proj = build_project(rng, st, title, project_context(rng, st, title, pkg))
     add_code_extras(proj)
     shuffle_constants(rng, proj)
     placed: list[Placed] = []
@@ -294,36 +281,6 @@ def _service(
     sprinkle_safe_uses(rng, proj)
     mutate_comments(rng, proj)
     return proj, placed
-
-
-def _entry(p: Placed, marks: dict[str, Mark]) -> GroundTruthEntry:
-    kind = BUG_KINDS[p.snippet.kind]
-    sink = marks["sink"]
-    source = marks.get("source")
-    related = (Location(source.file, source.line),) if source else ()
-    desc = p.description
-    if source and p.snippet.vulnerable:
-        desc += (
-            f" Cross-file: untrusted input enters in `{source.file}` line {source.line} "
-            f"({_ORIGIN}) and reaches this sink through `{p.sink_fn}`."
-        )
-    elif source:
-        desc += f" The value enters in `{source.file}` line {source.line} and is checked there."
-    return GroundTruthEntry(
-        id="",
-        file=sink.file,
-        start_line=min(marks.get("start", sink).line, sink.line),
-        end_line=max(marks.get("end", sink).line, sink.line),
-        cwe=kind.cwe,
-        acceptable_cwes=kind.acceptable_cwes,
-        kind=kind.key,
-        severity=kind.severity if p.snippet.vulnerable else "info",
-        description=desc,
-        vulnerable=p.snippet.vulnerable,
-        cross_file=bool(source and source.file != sink.file),
-        related=related,
-        sink_line=sink.line,
-    )
 
 
 def generate_hard_task(seed: int, lang: str = "python") -> HardTask:
@@ -360,7 +317,9 @@ def generate_hard_task(seed: int, lang: str = "python") -> HardTask:
                 marks.setdefault(m.tag, {})[m.name] = m
         files.update(code)
         files.update(text_extras(proj, code))
-        entries += [_entry(p, marks[p.tag]) for p in placed if "sink" in marks.get(p.tag, {})]
+        entries += [
+            ground_truth_entry(p, marks[p.tag]) for p in placed if "sink" in marks.get(p.tag, {})
+        ]
     if n_services > 1:
         files["README.md"] = "# Platform\n\nServices:\n\n" + "".join(
             f"- `{prefix}{n}/`\n" for n in names
