@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from deeprepo.rl import GeneratedTask, generate_task
+from deeprepo.rl import GeneratedTask, generate_task, line_shape
 
 CODE_EXT = (".py", ".js", ".ts")
 
@@ -352,6 +352,9 @@ def file_scores(
 # --- the learned detector ---------------------------------------------------------------------
 
 _DIM = 1 << 20
+# The string and identifier patterns of ``line_shape``, here to read features out of a line.
+_STR_RE = re.compile(r"""[rbfu]*("|'|`)(?:\\.|(?!\1).)*\1""")
+_ID_RE = re.compile(r"[A-Za-z_$][\w$]*")
 _WORD_RE = re.compile(r"[a-z]+|[A-Z][a-z]*|\d+")
 _DEF_RE = re.compile(
     r"^\s*(?:async\s+)?(?:def|function|class)\b|=>\s*\{?\s*$|^\s*\w+\s*\([^)]*\)\s*\{$"
@@ -599,78 +602,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{clean_hits[0]} of {clean_hits[1]} ({clean_hits[0] / max(clean_hits[1], 1):.0%})"
     )
     return 0
-
-
-_KEYWORDS = frozenset(
-    [
-        "False",
-        "None",
-        "True",
-        "and",
-        "as",
-        "assert",
-        "async",
-        "await",
-        "break",
-        "class",
-        "continue",
-        "def",
-        "del",
-        "elif",
-        "else",
-        "except",
-        "finally",
-        "for",
-        "from",
-        "global",
-        "if",
-        "import",
-        "in",
-        "is",
-        "lambda",
-        "nonlocal",
-        "not",
-        "or",
-        "pass",
-        "raise",
-        "return",
-        "try",
-        "while",
-        "with",
-        "yield",
-        "const",
-        "let",
-        "var",
-        "function",
-        "new",
-        "this",
-        "typeof",
-        "instanceof",
-        "of",
-        "catch",
-        "throw",
-        "switch",
-        "case",
-        "default",
-        "null",
-        "undefined",
-        "true",
-        "false",
-        "export",
-        "module",
-        "require",
-    ]
-)
-_STR_RE = re.compile(r"""[rbfu]*("|'|`)(?:\\.|(?!\1).)*\1""")
-_NUM_RE = re.compile(r"\b\d[\d_.]*\b")
-_ID_RE = re.compile(r"[A-Za-z_$][\w$]*")
-
-
-def line_shape(line: str) -> str:
-    """A line with identifiers, strings and numbers abstracted (keywords kept)."""
-    s = _STR_RE.sub("S", line.strip())
-    s = _NUM_RE.sub("N", s)
-    return _ID_RE.sub(lambda m: m.group(0) if m.group(0) in _KEYWORDS else "I", s)
 
 
 def shape_reuse(tasks: list[GeneratedTask]) -> tuple[float, float, int]:

@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "family_hint": "deeprepo.rl.env.oracle_text",
     # policies
     "RESEARCH_POLICIES": "deeprepo.rl.policies",
+    "line_shape": "deeprepo.rl.policies.line_shape",
     "upper_bound_policy": "deeprepo.rl.policies.routes_hard",
     "train_shape_table": "deeprepo.rl.policies.routes_oracle",
     # evals
@@ -106,6 +107,7 @@ __all__ = [
     "generate_tasks_in_memory",
     "import_train_stack",
     "library_warnings_off",
+    "line_shape",
     "load_policy",
     "load_results",
     "load_tasks",

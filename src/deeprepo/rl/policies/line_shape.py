@@ -51,16 +51,19 @@ _SHAPE_KEEP = frozenset(
         "this",
         "typeof",
         "instanceof",
+        "of",
         "catch",
         "throw",
         "switch",
         "case",
         "default",
-        "export",
-        "require",
-        "module",
         "null",
         "undefined",
+        "true",
+        "false",
+        "export",
+        "module",
+        "require",
     ]
 )
 
