@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import compress, count, repeat
 from operator import is_
 
@@ -121,6 +121,15 @@ class _TextMemo:
         self._held.clear()
         self._chars = 0
 
+    def through(self, text: str, work: Callable[[str], list[str]]) -> list[str]:
+        """``work(text)``, remembered: a fresh list each call (callers may change it)."""
+        known = self._held.get(text)
+        if known is not None:
+            return list(known)
+        out = work(text)
+        self.put(text, tuple(out))
+        return out
+
 
 _TEXT_MEMO_CHARS = 8_000_000  # per memo: a few MB of prompts, with their keys
 _KEYS_BY_TEXT = _TextMemo(_TEXT_MEMO_CHARS)
@@ -130,12 +139,7 @@ _VIEWS_BY_PROMPT = _TextMemo(_TEXT_MEMO_CHARS)
 def line_keys(text: str) -> list[str]:
     """The key of every line of ``text`` (one per :func:`split_lines` line; ``""`` for a
     line that is only formatting)."""
-    known = _KEYS_BY_TEXT.get(text)
-    if known is not None:
-        return list(known)
-    keys = _keys_by_line(text)
-    _KEYS_BY_TEXT.put(text, tuple(keys))
-    return keys
+    return _KEYS_BY_TEXT.through(text, _keys_by_line)
 
 
 def _keys_by_line(text: str) -> list[str]:
@@ -275,16 +279,10 @@ def _decoded_literal(body: str) -> str:
 def views(prompt: str) -> list[str]:
     """The texts a prompt shows code in: the prompt as written, and for a prompt that wraps
     code in string literals (three escaped newlines and half as many lines, a literal ending
-    in one, three
-    literals in a row, or a long one closing a list), each quoting style's literals decoded, one after the other (a list
-    of lines is then the file's lines in a row, and a file as one string its lines, not
-    joined to the wrapper around them)."""
-    known = _VIEWS_BY_PROMPT.get(prompt)
-    if known is not None:
-        return list(known)
-    out = _views(prompt)
-    _VIEWS_BY_PROMPT.put(prompt, tuple(out))
-    return out
+    in one, three literals in a row, or a long one closing a list), each quoting style's
+    literals decoded, one after the other (a list of lines is then the file's lines in a row,
+    and a file as one string its lines, not joined to the wrapper around them)."""
+    return _VIEWS_BY_PROMPT.through(prompt, _views)
 
 
 def _views(prompt: str) -> list[str]:
