@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import pprint
+import subprocess
+import sys
 from pathlib import Path
 
 from deeprepo.rl import generate_task, task_seeds, train_shape_table
@@ -55,6 +57,11 @@ def main() -> None:
         f"SHAPES: dict[str, tuple[str, str]] = {pprint.pformat(table, width=96)}\n",
         "utf-8",
     )
+    # The table is source under src/: written in the house format, so retraining changes only
+    # what was learned (pprint's quotes and wrapping are not ruff's).
+    fmt = subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(TABLE)], check=False)
+    if fmt.returncode:
+        print(f"note: ruff could not format {TABLE}; run `ruff format` on it", file=sys.stderr)
     print(f"{len(table)} shapes from {len(tasks)} tasks (threshold {threshold}) -> {TABLE}")
 
 
