@@ -40,9 +40,9 @@ from deeprepo.rl.tasks.layout import choose_style
 from deeprepo.rl.tasks.naming import DOMAINS, project_name, snake_to_kebab
 from deeprepo.rl.tasks.planting import (
     Placed,
-    host_sections,
     insert_block,
     needed_utils,
+    pass_through,
     place,
     place_twin,
 )
@@ -168,43 +168,22 @@ def _sink_section(proj: Project, tag: str) -> Section | None:
     return None
 
 
-def _file_keys(proj: Project, sec: Section) -> set[str]:
-    f = proj.registry[sec.id][0]
-    return {
-        fill(b.key, {**proj.ctx, **s.ctx})
-        for g, s in proj.registry.values()
-        if g is f
-        for b in s.blocks
-    }
-
-
-_ANY_HELPER = Snippet("hard-hop", "off-by-one", "python", "validators", Block("_", ""), "")
-
-
 def _hop(
     rng: random.Random, proj: Project, callee: Section, fn: str, args: str, avoid: set[str]
 ) -> tuple[Section, str] | None:
     """A thin function in a module not in ``avoid`` that passes ``args`` on to ``fn``."""
     prefix = rng.choice(_HOP_PREFIXES[proj.lang])
     name = prefix + (fn if proj.lang == "python" else fn[:1].upper() + fn[1:])
-    cands = [
-        sec
-        for sec in host_sections(proj, _ANY_HELPER)
-        if proj.registry[sec.id][0].path not in avoid and sec.id.split(":")[0] != "routes"
-    ]
-    rng.shuffle(cands)
-    for sec in cands:
-        if name in _file_keys(proj, sec):
-            continue
-        if proj.lang == "python":
-            code = f"def {name}(«selfp»{args}):\n    return «{callee.id}.»{fn}({args})"
-            block = Block(name, code, uses=(callee.id,))
-        else:
-            code = f"«afn»{name}({args}) {{\n  return «{callee.id}.»{fn}({args});\n}}"
-            block = Block(name, code, uses=(callee.id,), exports=(name,))
-        insert_block(rng, sec, block, proj.lang)
-        return sec, name
-    return None
+    hop = pass_through(
+        rng,
+        proj,
+        name,
+        callee,
+        fn,
+        args,
+        lambda sec: proj.registry[sec.id][0].path not in avoid,
+    )
+    return (hop, name) if hop is not None else None
 
 
 def _place_flow(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Placed | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from deeprepo.rl.tasks.catalogue import snippets
@@ -143,7 +144,8 @@ def by_file(rng: random.Random, proj: Project, hosts: list[Section]) -> list[Sec
     return sorted(hosts, key=lambda sec: rank[proj.registry[sec.id][0].path])
 
 
-def _file_keys(proj: Project, sec: Section) -> set[str]:
+def file_keys(proj: Project, sec: Section) -> set[str]:
+    """The filled keys of every block in ``sec``'s file (names already taken there)."""
     f = proj.registry[sec.id][0]
     return {
         _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
@@ -165,7 +167,7 @@ def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Plac
         if snippet.replaces:
             present = any(_filled_key(b, sec, proj) == key for b in sec.blocks)
         else:  # a new module-level name must be new to the whole file
-            present = key in _file_keys(proj, sec)
+            present = key in file_keys(proj, sec)
         if snippet.replaces != present or any(
             b.tag and b.key == snippet.block.key for b in sec.blocks
         ):
@@ -233,23 +235,39 @@ def _place_hop(
     name = prefix + (sink_fn if proj.lang == "python" else sink_fn[:1].upper() + sink_fn[1:])
     if "«" in name:
         return None
+    hop = pass_through(rng, proj, name, sink, sink_fn, args, lambda sec: sec is not sink)
+    return (hop.id, name) if hop is not None else None
+
+
+def pass_through(
+    rng: random.Random,
+    proj: Project,
+    name: str,
+    callee: Section,
+    fn: str,
+    args: str,
+    keep: Callable[[Section], bool],
+) -> Section | None:
+    """Put a thin function ``name(args)`` that returns ``callee``'s ``fn(args)`` into a
+    helper module's section that ``keep`` accepts (never a route, never a file that already
+    has the name); the section it went into, or ``None``."""
     cands = [
         sec
         for sec in host_sections(proj, _ANY_HELPER)
-        if sec is not sink and sec.id.split(":")[0] != "routes"
+        if keep(sec) and sec.id.split(":")[0] != "routes"
     ]
     rng.shuffle(cands)
     for sec in cands:
-        if name in _file_keys(proj, sec):
+        if name in file_keys(proj, sec):
             continue
         if proj.lang == "python":
-            code = f"def {name}(«selfp»{args}):\n    return «{sink.id}.»{sink_fn}({args})"
-            block = Block(name, code, uses=(sink.id,))
+            code = f"def {name}(«selfp»{args}):\n    return «{callee.id}.»{fn}({args})"
+            block = Block(name, code, uses=(callee.id,))
         else:
-            code = f"«afn»{name}({args}) {{\n  return «{sink.id}.»{sink_fn}({args});\n}}"
-            block = Block(name, code, uses=(sink.id,), exports=(name,))
+            code = f"«afn»{name}({args}) {{\n  return «{callee.id}.»{fn}({args});\n}}"
+            block = Block(name, code, uses=(callee.id,), exports=(name,))
         insert_block(rng, sec, block, proj.lang)
-        return sec.id, name
+        return sec
     return None
 
 
@@ -261,7 +279,7 @@ def place_twin(rng: random.Random, proj: Project) -> bool:
     rng.shuffle(hosts)
     for sec in hosts:
         key = _filled_key(snippet.block, sec, proj)
-        if key in _file_keys(proj, sec):
+        if key in file_keys(proj, sec):
             continue
         code = strip_comments(snippet.block.code, proj.lang)
         insert_block(rng, sec, replace(snippet.block, code=code), proj.lang)
@@ -273,7 +291,7 @@ def place_twin(rng: random.Random, proj: Project) -> bool:
         rng.shuffle(callers)
         for csec in callers:
             caller = twin_caller(snippet, rng, sec.id, key)
-            if _filled_key(caller, csec, proj) not in _file_keys(proj, csec):
+            if _filled_key(caller, csec, proj) not in file_keys(proj, csec):
                 insert_block(rng, csec, caller, proj.lang)
                 return True
         return True
