@@ -7,13 +7,13 @@ The full table (more seeds, every size) is ``benchmarks/bench_adversarial.py``.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 
 import pytest
+from rollout_table import rewards as table_rewards
+from rollout_table import rollout_table
 
 from deeprepo.builtin import make_policy
-from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.orchestrator.episode import EpisodeConfig
 from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
@@ -45,27 +45,8 @@ SPECS = [
 @pytest.fixture(scope="module")
 def means() -> dict[str, float]:
     tasks = [t for spec in SPECS for t in generate_tasks_in_memory(spec, 2)]
-    indexes = {t.id: CoverageIndex(t.files) for t in tasks}
-
-    async def go() -> dict[str, list[float]]:
-        gate = asyncio.Semaphore(8)
-        out: dict[str, list[float]] = {p: [] for p in POLICIES}
-
-        async def one(policy: str, task: object) -> None:
-            async with gate:
-                o = await run_rollout(
-                    task,  # type: ignore[arg-type]
-                    root=make_policy(policy),
-                    episode_config=EpisodeConfig(max_turns=20),
-                    sandbox_config=SandboxConfig(mode="process"),
-                    coverage_index=indexes[task.id],  # type: ignore[attr-defined]
-                )
-            out[policy].append(o.reward.total)
-
-        await asyncio.gather(*(one(p, t) for p in POLICIES for t in tasks))
-        return out
-
-    return {p: statistics.mean(v) for p, v in asyncio.run(go()).items()}
+    got = table_rewards(rollout_table(tasks, POLICIES))
+    return {p: statistics.mean(v) for p, v in got.items()}
 
 
 def test_honest_work_scores_well(means: dict[str, float]) -> None:

@@ -11,18 +11,17 @@ import asyncio
 import statistics
 
 import pytest
+from rollout_table import rollout_table
 
 from deeprepo.base import prompts
 from deeprepo.base.chat import ChatRequest, Message
 from deeprepo.builtin import make_policy
 from deeprepo.builtin.scripted import FINAL, POLICIES
-from deeprepo.orchestrator.episode import EpisodeConfig
-from deeprepo.rl.env.rollout import RolloutOutcome, run_rollout
+from deeprepo.rl.env.rollout import RolloutOutcome
 from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
 from deeprepo.rl.policies import compact
 from deeprepo.rl.train.config import SftSection, TasksSection, TrainConfig
 from deeprepo.rl.train.sft import expert_examples
-from deeprepo.sandbox.config import SandboxConfig
 
 MAX_TURN_TOKENS = 1000
 
@@ -41,25 +40,7 @@ SPECS = [
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, list[RolloutOutcome]]:
     tasks = [t for spec in SPECS for t in generate_tasks_in_memory(spec, 1)]
-
-    async def go() -> dict[str, list[RolloutOutcome]]:
-        gate = asyncio.Semaphore(4)
-        out: dict[str, list[RolloutOutcome]] = {"expert": [], "compact": []}
-
-        async def one(policy: str, index: int) -> None:
-            async with gate:
-                outcome = await run_rollout(
-                    tasks[index],
-                    root=make_policy(policy),
-                    episode_config=EpisodeConfig(max_turns=20),
-                    sandbox_config=SandboxConfig(mode="process"),
-                )
-            out[policy].append(outcome)
-
-        await asyncio.gather(*(one(p, i) for p in out for i in range(len(tasks))))
-        return out
-
-    return asyncio.run(go())
+    return rollout_table(tasks, ("expert", "compact"), concurrency=4)
 
 
 def test_compact_is_registered_with_its_final_turn() -> None:

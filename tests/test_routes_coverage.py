@@ -7,18 +7,14 @@ the same tasks. The tasks are test_adversarial's (seeds the calibration tables d
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 
 import pytest
+from rollout_table import rewards as table_rewards
+from rollout_table import rollout_table
 
-from deeprepo.builtin import make_policy
-from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.orchestrator.episode import EpisodeConfig
-from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import TaskSpec, generate_tasks_in_memory
 from deeprepo.rl.policies.routes_coverage import GAMING, HONEST_FORMATS
-from deeprepo.sandbox.config import SandboxConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -40,28 +36,7 @@ NEEDS_SIZE_INDEPENDENT_BUGS = "shuffled-padding"
 def rewards() -> dict[str, list[float]]:
     """Each policy's reward on each task, in one task order."""
     tasks = [t for spec in SPECS for t in generate_tasks_in_memory(spec, 2)]
-    indexes = {t.id: CoverageIndex(t.files) for t in tasks}
-
-    async def go() -> dict[str, dict[str, float]]:
-        gate = asyncio.Semaphore(8)
-        out: dict[str, dict[str, float]] = {p: {} for p in POLICIES}
-
-        async def one(policy: str, task: object) -> None:
-            async with gate:
-                o = await run_rollout(
-                    task,  # type: ignore[arg-type]
-                    root=make_policy(policy),
-                    episode_config=EpisodeConfig(max_turns=20),
-                    sandbox_config=SandboxConfig(mode="process"),
-                    coverage_index=indexes[task.id],  # type: ignore[attr-defined]
-                )
-            out[policy][task.id] = o.reward.total  # type: ignore[attr-defined]
-
-        await asyncio.gather(*(one(p, t) for p in POLICIES for t in tasks))
-        return out
-
-    got = asyncio.run(go())
-    return {p: [got[p][t.id] for t in tasks] for p in POLICIES}
+    return table_rewards(rollout_table(tasks, POLICIES))
 
 
 def mean(values: list[float]) -> float:

@@ -6,20 +6,17 @@ they start from). The full tables are ``benchmarks/bench_adversarial.py --sizes 
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections.abc import Callable
 
 import pytest
+from rollout_table import rewards as table_rewards
+from rollout_table import rollout_table
 
 from deeprepo.base.chat import ChatModel
 from deeprepo.builtin import make_policy
-from deeprepo.findings.coverage import CoverageIndex
-from deeprepo.orchestrator.episode import EpisodeConfig
-from deeprepo.rl.env.rollout import run_rollout
 from deeprepo.rl.env.tasks import Task, TaskSpec, generate_tasks_in_memory
 from deeprepo.rl.policies.routes_hard import upper_bound_policy, upper_bound_program
-from deeprepo.sandbox.config import SandboxConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -36,27 +33,8 @@ SPECS = [
 def _means(
     tasks: list[Task], policies: tuple[str, ...], root: Callable[[str, Task], ChatModel]
 ) -> dict[str, float]:
-    indexes = {t.id: CoverageIndex(t.files) for t in tasks}
-
-    async def go() -> dict[str, list[float]]:
-        gate = asyncio.Semaphore(6)
-        out: dict[str, list[float]] = {p: [] for p in policies}
-
-        async def one(policy: str, task: Task) -> None:
-            async with gate:
-                o = await run_rollout(
-                    task,
-                    root=root(policy, task),
-                    episode_config=EpisodeConfig(max_turns=20),
-                    sandbox_config=SandboxConfig(mode="process"),
-                    coverage_index=indexes[task.id],
-                )
-            out[policy].append(o.reward.total)
-
-        await asyncio.gather(*(one(p, t) for p in policies for t in tasks))
-        return out
-
-    return {p: statistics.mean(v) for p, v in asyncio.run(go()).items()}
+    got = table_rewards(rollout_table(tasks, policies, root=root, concurrency=6))
+    return {p: statistics.mean(v) for p, v in got.items()}
 
 
 def _root(policy: str, task: Task) -> ChatModel:
