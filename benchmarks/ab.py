@@ -9,6 +9,10 @@ measured by hand. Old and new alternate within each of ``--rounds`` rounds (the 
 first alternates too), so a change in machine load hits both sides alike; the table gives each
 figure's median per side and the ratio new/old.
 
+A benchmark the old revision does not have runs from this tree's copy when its text says
+:data:`PORTABLE` (it imports nothing of deeprepo, e.g. ``bench_memory``); otherwise that side
+is skipped and its figures show ``-``.
+
 Figures: a benchmark prints one line per figure, ``FIGURE <name>=<number> <unit> [higher|lower]``
 (``lower`` is better unless it says ``higher``). A revision whose benchmark predates this
 convention is read through :data:`LEGACY` (patterns for the human lines that benchmark has
@@ -40,6 +44,9 @@ DEFAULT_BENCHES = (
     "bench_kernel --starts 6 --execs 500",
     "bench_rollouts --tasks 16 --rollouts 4 --runs 1",
 )
+#: What a benchmark says in its text when it imports nothing of deeprepo (it runs deeprepo
+#: as a subprocess), so that its copy here can measure a revision that predates it.
+PORTABLE = "ab.py can run this copy against an old revision"
 _FIGURE = re.compile(r"^FIGURE\s+([\w.\-/]+)=(\S+)\s+(\S+)(?:\s+(higher|lower))?\s*$")
 
 
@@ -183,9 +190,23 @@ def table(rows: list[dict[str, object]], old_label: str) -> str:
     return "\n".join(lines)
 
 
-def run_bench(tree: Path, argv: list[str], timeout: float) -> str:
-    """Run ``tree``'s copy of a benchmark with ``tree``'s sources first; its stdout."""
-    script = tree / "benchmarks" / f"{argv[0].removesuffix('.py')}.py"
+def script_for(tree: Path, name: str) -> Path | None:
+    """The copy of benchmark ``name`` to run on ``tree``: its own; else, for a benchmark
+    written after ``tree``, this tree's copy when it says it runs on older sources (its text
+    holds :data:`PORTABLE`); else None."""
+    own = tree / "benchmarks" / f"{name}.py"
+    if own.exists():
+        return own
+    ours = ROOT / "benchmarks" / f"{name}.py"
+    if ours.exists() and PORTABLE in ours.read_text(encoding="utf-8"):
+        return ours
+    return None
+
+
+def run_bench(tree: Path, argv: list[str], timeout: float, script: Path | None = None) -> str:
+    """Run a benchmark (``tree``'s copy unless ``script`` is given) with ``tree``'s sources
+    first; its stdout."""
+    script = script or tree / "benchmarks" / f"{argv[0].removesuffix('.py')}.py"
     env = dict(os.environ, PYTHONPATH=str(tree / "src"), PYTHONHASHSEED="0")
     proc = subprocess.run(
         [sys.executable, str(script), *argv[1:]],
@@ -239,11 +260,12 @@ def main(argv: list[str] | None = None) -> int:
                 for bench in benches:
                     name = bench[0].removesuffix(".py")
                     for side in order:
-                        if not (sides[side] / "benchmarks" / f"{name}.py").exists():
+                        script = script_for(sides[side], name)
+                        if script is None:
                             print(f"{side}: no benchmarks/{name}.py", file=sys.stderr)
                             continue
                         try:
-                            out = run_bench(sides[side], bench, args.timeout)
+                            out = run_bench(sides[side], bench, args.timeout, script)
                         except (BenchFailed, subprocess.TimeoutExpired) as exc:
                             # One hung or failed run (an old revision's bug, say) must not
                             # throw away the medians of all the others: said, and counted.

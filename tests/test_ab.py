@@ -127,7 +127,7 @@ def test_a_failed_run_is_named_and_the_other_runs_still_summed(
     ab = _ab()
     runs: list[Path] = []
 
-    def run_bench(tree: Path, argv: list[str], timeout: float) -> str:
+    def run_bench(tree: Path, argv: list[str], timeout: float, script: Path | None = None) -> str:
         runs.append(tree)
         if len(runs) == 1:
             raise ab.BenchFailed("the kernel exited while starting")
@@ -140,3 +140,24 @@ def test_a_failed_run_is_named_and_the_other_runs_still_summed(
     assert report["failed"] == ["round 1 old bench_kernel"]
     (row,) = report["figures"]
     assert (row["old_n"], row["new_n"]) == (1, 2) and row["ratio"] == 1.0
+
+
+def test_a_benchmark_the_old_tree_lacks_runs_from_this_tree_only_when_portable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ab = _ab()
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "benchmarks").mkdir(parents=True)
+    (new / "benchmarks").mkdir(parents=True)
+    (old / "benchmarks" / "bench_both.py").write_text("# the old copy\n")
+    (new / "benchmarks" / "bench_both.py").write_text(f"# {ab.PORTABLE}\n")
+    (new / "benchmarks" / "bench_portable.py").write_text(f"# {ab.PORTABLE}\n")
+    (new / "benchmarks" / "bench_new_api.py").write_text("from deeprepo import something_new\n")
+    monkeypatch.setattr(ab, "ROOT", new)
+    # A tree's own copy always wins; a missing one is borrowed only from a portable script.
+    assert ab.script_for(old, "bench_both") == old / "benchmarks" / "bench_both.py"
+    assert ab.script_for(old, "bench_portable") == new / "benchmarks" / "bench_portable.py"
+    assert ab.script_for(old, "bench_new_api") is None
+    assert ab.script_for(old, "bench_nowhere") is None
+    # The benchmark that needs it says it.
+    assert ab.PORTABLE in (ROOT / "benchmarks" / "bench_memory.py").read_text()

@@ -412,3 +412,14 @@ def test_everything_too_large_suggests_raising_the_limit(tmp_path: Path) -> None
         load_codebase(tmp_path, max_file_bytes=10)
     assert "(2 skipped: 2 too-large)" in str(info.value)
     assert "raise max_file_bytes (now 10)" in str(info.value)
+
+
+def test_a_codebase_reprs_as_a_summary_not_its_text(tmp_path: Path) -> None:
+    # asyncio.run reprs the main task's result as it ends (its SIGINT handler's repr): a
+    # RunHandle holding every file's text made that a copy of the repository in memory.
+    (tmp_path / "big.py").write_text("x = 1\n" * 100_000)
+    (tmp_path / "small.py").write_text("y = 2\n")
+    cb = load_codebase(tmp_path)
+    shown = repr(cb)
+    assert shown == f"Codebase(root={cb.metadata.root!r}, files=2, chars={cb.metadata.chars})"
+    assert len(shown) < 300 and "x = 1" not in shown

@@ -135,3 +135,46 @@ def test_a_serial_worker_gets_one_check_per_finding() -> None:
 
 def test_no_metadata_means_not_serial() -> None:
     assert _namespace(lambda p: [], parallel=None)["SERIAL"] is False
+
+
+def _pack_all_at_once(ns: dict[str, Any], jobs: list[tuple[str, int, int]]) -> Any:
+    """The expert's packing as first written: every text, block and prompt held at once."""
+    texts = [ns["file_audit_prompt"](p, s, e) for p, s, e in jobs]
+    limit = min(max(ns["PACK_CHARS"], sum(map(len, texts)) // 1000), ns["PACK_CHARS_MAX"])
+    groups: list[Any] = []
+    size = 0
+    for job, text in zip(jobs, texts, strict=True):
+        block = text[text.find("<file path=") :]
+        if groups and size + len(block) <= limit:
+            groups[-1][0].append(job)
+            groups[-1][1].append(block)
+            size += len(block)
+        else:
+            groups.append(([job], [block], text[: text.find("<file path=")]))
+            size = len(block)
+    prompts = []
+    for _, blocks, head in groups:
+        if len(blocks) > 1:
+            head += (
+                'Several files follow: give each finding\'s "file" exactly as in its '
+                "<file path>.\n\n"
+            )
+        prompts.append(head + "\n".join(blocks) + "\n")
+    return [g[0] for g in groups], prompts
+
+
+def test_packing_prompt_by_prompt_gives_the_prompts_packing_all_at_once_gave() -> None:
+    # pack() joins each prompt as its group fills, so the kernel never holds the texts, the
+    # blocks and the prompts together; the prompts and their groups must be the same.
+    ns = _namespace(lambda prompt: [])
+    sizes = [3, 400, 20, 1, 900, 60, 5, 250, 2, 2, 700, 30]
+    for i, n in enumerate(sizes):
+        CODEBASE[f"pkg/m{i:02d}.py"] = "\n".join(f"value_{i}_{k} = compute({k})" for k in range(n))
+    try:
+        jobs = [(p, 1, CODEBASE[p].count("\n") + 1) for p in sorted(CODEBASE)]
+        expected = _pack_all_at_once(ns, jobs)
+        assert len(expected[1]) > 2 and any(len(g) > 1 for g in expected[0])  # packs, splits
+        assert ns["pack"](jobs) == expected
+    finally:
+        for i in range(len(sizes)):
+            del CODEBASE[f"pkg/m{i:02d}.py"]

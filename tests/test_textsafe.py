@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import unicodedata
+
 import pytest
 
 from deeprepo.base.textsafe import escape_name, escape_text, needs_escape
@@ -42,3 +45,36 @@ def test_escape_text_keeps_line_breaks_and_tabs_only() -> None:
     assert escape_text(text) == "line one\n\tindented \\x1b[2Jcleared\\r\nbidi \\u202e here"
     assert escape_text(text, keep="") == escape_name(text)
     assert escape_text(escape_text(text)) == escape_text(text)
+
+
+DANGEROUS = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+# Printable, unprintable but harmless (spaces, private use, unassigned) and dangerous.
+ALPHABET = [*"ab \n\t\r", "\u00a0", "\u3000", "\ue000", "\U000e0041", "\u202e", "\x1b"]
+ALPHABET += ["\x85", "\u2028", "\u2029", "\ufeff", "\udcff", "\x00", "é", "日", "\U0001f600"]
+
+
+@pytest.mark.parametrize("keep", ["\n\t", "", "\n", "\t", "\n\t\r"])
+def test_escape_text_matches_its_char_by_char_definition(keep: str) -> None:
+    # The fast paths (whole text, then line by line) must give what escaping every character
+    # gives, for any mix of kept, harmless-unprintable and dangerous characters.
+    rng = random.Random(f"textsafe-{keep!r}")
+    texts = ["", "\n", "\n\n", "plain", "a\nb\n", "\u00a0\n\x1b", "x\r\n" * 3]
+    texts += ["".join(rng.choices(ALPHABET, k=rng.randint(1, 60))) for _ in range(3000)]
+    texts += ["line\n" * 50 + "\u202e" + "\nmore" * 50]
+    for text in texts:
+        expected = "".join(
+            _short(ch) if ch not in keep and unicodedata.category(ch) in DANGEROUS else ch
+            for ch in text
+        )
+        assert escape_text(text, keep=keep) == expected, repr(text)
+        assert escape_text(expected, keep=keep) == expected  # idempotent
+
+
+def _short(ch: str) -> str:
+    short = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)
+    if short is not None:
+        return short
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

@@ -244,3 +244,37 @@ def test_a_run_that_raises_still_gets_its_page(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="boom"), viewer_on_failure(tmp_path / "run"):
         raise RuntimeError("boom")
     assert "NOT FINISHED" in (tmp_path / "run" / "trajectory.html").read_text()
+
+
+@pytest.mark.e2e  # an offline analyze run: a kernel
+@pytest.mark.filterwarnings("ignore:deeprepo. --sandbox process:RuntimeWarning")
+def test_the_page_is_written_last_after_the_run_log_holds_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The page is only a view of the files on disk: a crash while writing it must find the
+    # run folder's files and the run log's copy of the run already complete.
+    import asyncio
+
+    import deeprepo.run.analyze as run_analyze
+    from deeprepo import AnalyzeOptions, analyze
+    from deeprepo.runlog import connect, list_runs, log_path
+
+    seen: list[tuple[str, bool, list[str]]] = []
+    real = run_analyze.write_viewer_quietly
+
+    def page(run_dir: Path) -> object:
+        db = connect(log_path())
+        (row,) = list_runs(db)
+        db.close()
+        present = sorted(p.name for p in run_dir.iterdir())
+        seen.append((row["status"], (run_dir / "trajectory.html").exists(), present))
+        return real(run_dir)
+
+    monkeypatch.setattr(run_analyze, "write_viewer_quietly", page)
+    out = tmp_path / "run"
+    options = AnalyzeOptions(path=str(EXAMPLE), cache=False, out_dir=out, sandbox="process")
+    asyncio.run(analyze(options))
+    ((status, page_there, present),) = seen
+    assert status != "running" and not page_there
+    assert {"calls.jsonl", "trajectory.jsonl", "metrics.json", "report.md"} <= set(present)
+    assert (out / "trajectory.html").stat().st_size > 0

@@ -84,8 +84,28 @@ def escape_name(name: str) -> str:
 def escape_text(text: str, *, keep: str = "\n\t") -> str:
     """Like :func:`escape_name`, but the characters in ``keep`` (newline and tab by default)
     are left as they are, for multi-line text whose lines are meant to be lines."""
-    if text.isprintable():
+    if text.isprintable() or _printable_but(text, keep):
         return text
+    if "\n" not in keep:
+        return _escape_chars(text, keep)
+    # Multi-line text (a prompt, a file) is rarely unprintable in more than a few lines:
+    # only those are looked at character by character, the rest is checked in C.
+    return "\n".join(
+        line if _printable_but(line, keep) else _escape_chars(line, keep)
+        for line in text.split("\n")
+    )
+
+
+def _printable_but(text: str, keep: str) -> bool:
+    """``text`` less the characters in ``keep`` is printable (so it holds nothing to escape:
+    every escaped category is unprintable). A multi-line text is unprintable for its line
+    breaks alone; taking them out first keeps it on the C path."""
+    for ch in keep:
+        text = text.replace(ch, "")
+    return text.isprintable()
+
+
+def _escape_chars(text: str, keep: str) -> str:
     return "".join(_escape_one(ch) if ch not in keep and _dangerous(ch) else ch for ch in text)
 
 

@@ -49,6 +49,13 @@ class Codebase:
     #: path -> scope (``source``, ``test``, ``vendored`` …; see :mod:`deeprepo.codebase.scope`).
     scopes: dict[str, str] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        # A summary, not every file's text: Python reprs objects it only means to name (at
+        # the end of asyncio.run, its SIGINT handler's repr holds the main task's result, a
+        # RunHandle), and a 40 MB codebase cost 110 MB and a third of a second there.
+        meta = self.metadata
+        return f"Codebase(root={meta.root!r}, files={len(self.files)}, chars={meta.chars})"
+
     def scope_of(self, path: str) -> str:
         """The scope of ``path``; a path not in the codebase is judged by its name alone."""
         scope = self.scopes.get(path)

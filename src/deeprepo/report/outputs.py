@@ -385,9 +385,16 @@ REPORT_SECTIONS: tuple[Section, ...] = (
 
 
 def write_outputs(
-    out_dir: Path, result: RunResult, codebase: Codebase, *, offline: bool, mode: str = "rlm"
+    out_dir: Path,
+    result: RunResult,
+    codebase: Codebase,
+    *,
+    offline: bool,
+    mode: str = "rlm",
+    viewer: bool = True,
 ) -> None:
-    """Write report.md, findings.json, findings.sarif, metrics.json and trajectory.html."""
+    """Write report.md, findings.json, findings.sarif, metrics.json and (unless ``viewer`` is
+    off: a run writes it itself once its run log holds the run) trajectory.html."""
     out_dir.mkdir(parents=True, exist_ok=True)
     note = outside_note([f for f in result.findings if not in_repository(f.file, codebase.files)])
     if note and note not in result.notes:
@@ -409,5 +416,6 @@ def write_outputs(
         + "\n",
     )
     write_atomic(out_dir / "report.md", render_report(result, codebase, offline=offline, mode=mode))
-    # Last, from the files just written: the page shows exactly what the run folder holds.
-    write_viewer_quietly(out_dir)
+    if viewer:
+        # Last, from the files just written: the page shows exactly what the run folder holds.
+        write_viewer_quietly(out_dir)

@@ -38,7 +38,7 @@ from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
-from deeprepo.report.viewer import viewer_on_failure
+from deeprepo.report.viewer import viewer_on_failure, write_viewer_quietly
 from deeprepo.run.loading import run_load
 from deeprepo.run.models import build_model
 from deeprepo.run.options import (
@@ -95,7 +95,11 @@ async def analyze(
     """
     recorder = RunRecorder(options.env, enabled=options.run_log)
     handle = await recorder.watch(_analyze(options, on_event, saved, recorder))
-    return replace(handle, run_id=recorder.finish(handle.out_dir))
+    run_id = recorder.finish(handle.out_dir)
+    # The page last, after the run log's copy: it is only a view of the files already on
+    # disk (``deeprepo view`` writes it again), so a crash while writing it loses nothing.
+    write_viewer_quietly(handle.out_dir)
+    return replace(handle, run_id=run_id)
 
 
 async def resume(
@@ -302,7 +306,7 @@ async def _analyze(
             ledger=_ledger_rows(wiring.ledger),
             **({"replay_mismatches": episode.replay_mismatches} if saved is not None else {}),
         )
-    write_outputs(plan.out_dir, result, plan.codebase, offline=plan.offline)
+    write_outputs(plan.out_dir, result, plan.codebase, offline=plan.offline, viewer=False)
     return RunHandle(
         result=result, codebase=plan.codebase, out_dir=plan.out_dir, offline=plan.offline
     )

@@ -35,6 +35,7 @@ from deeprepo.report.calls import CallLog
 from deeprepo.report.outputs import write_outputs
 from deeprepo.report.rundir import check_out_dir, make_out_dir
 from deeprepo.report.trajectory import TrajectoryWriter, set_aside
+from deeprepo.report.viewer import write_viewer_quietly
 from deeprepo.run.models import build_model
 from deeprepo.run.options import RunHandle, check_dir, check_file, default_out_dir, own_outputs
 from deeprepo.run.wiring import CallSettings, RunLimits, at_least, cache_for, meter
@@ -186,7 +187,9 @@ async def run_baseline(options: BaselineOptions) -> RunHandle:
     unless ``options.run_log`` is off (a failure to write it is only a warning)."""
     recorder = RunRecorder(options.env, enabled=options.run_log)
     handle = await recorder.watch(_run_baseline(options, recorder))
-    return replace(handle, run_id=recorder.finish(handle.out_dir))
+    run_id = recorder.finish(handle.out_dir)
+    write_viewer_quietly(handle.out_dir)  # last, as in analyze: a view of what is on disk
+    return replace(handle, run_id=run_id)
 
 
 async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunHandle:
@@ -354,5 +357,5 @@ async def _run_baseline(options: BaselineOptions, recorder: RunRecorder) -> RunH
         log.end(
             stop_reason=stop_reason, incomplete=incomplete, total_cost_usd=result.total_cost_usd
         )
-    write_outputs(out_dir, result, codebase, offline=spec.is_builtin, mode="baseline")
+    write_outputs(out_dir, result, codebase, offline=spec.is_builtin, mode="baseline", viewer=False)
     return RunHandle(result=result, codebase=codebase, out_dir=out_dir, offline=spec.is_builtin)
