@@ -16,9 +16,12 @@ used and left running.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import os
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,6 +34,7 @@ __all__ = [
     "RemoteTaskError",
     "local_ray_options",
     "make_executor",
+    "ray_session",
 ]
 
 T = TypeVar("T")
@@ -66,6 +70,8 @@ def local_ray_options(num_cpus: int, temp_dir: Path | None = None) -> dict[str, 
     """``ray.init`` keywords of a Ray instance started on this machine: loopback only, no
     dashboard, ``num_cpus`` workers, its files under ``temp_dir`` (Ray's default else)."""
     options: dict[str, Any] = {
+        # "local" starts a new instance: None would join RAY_ADDRESS or a `ray start` one
+        "address": "local",
         "num_cpus": num_cpus,
         "include_dashboard": False,
         "_node_ip_address": "127.0.0.1",
@@ -74,6 +80,62 @@ def local_ray_options(num_cpus: int, temp_dir: Path | None = None) -> dict[str, 
     if temp_dir is not None:
         options["_temp_dir"] = str(temp_dir)
     return options
+
+
+# Ray swaps 127.0.0.1 for the machine's outward address and its daemons listen on every
+# interface unless "clusters" are off (its switch for laptops): then all of them, and the
+# workers, which read the variable when they import Ray, bind to 127.0.0.1 only.
+_CLUSTER_SWITCH = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
+@contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Within: a Ray started or joined here stays on 127.0.0.1 (the switch restored after)."""
+    before = os.environ.get(_CLUSTER_SWITCH)
+    os.environ[_CLUSTER_SWITCH] = "0"
+    constants: Any = sys.modules.get("ray._private.ray_constants")  # read at import: set too
+    cluster = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_CLUSTER_SWITCH, None)
+        else:
+            os.environ[_CLUSTER_SWITCH] = before
+        if constants is not None:
+            constants.ENABLE_RAY_CLUSTER = cluster
+
+
+@contextmanager
+def ray_session(
+    address: str | None = None, num_cpus: int = 2, temp_dir: Path | None = None
+) -> Iterator[str]:
+    """Ray for the block: join ``address``, or start a local instance (loopback only, no
+    dashboard, ``num_cpus`` CPUs, files under ``temp_dir``); shut down on the way out.
+    Yields the cluster's address. No usage statistics are ever sent from here."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # read when Ray starts
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(f"--executor ray needs Ray: {INSTALL_HINT}") from None
+    with ExitStack() as stack:
+        if address is None or _is_loopback(address):
+            stack.enter_context(_loopback_only())
+        if address is None:
+            ray.init(**local_ray_options(num_cpus, temp_dir))
+        else:
+            ray.init(address=address, log_to_driver=False)
+        try:
+            yield str(ray.get_runtime_context().gcs_address)
+        finally:
+            ray.shutdown()
 
 
 def _call_here(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -98,26 +160,20 @@ class RayExecutor(Executor):
     def __init__(self, address: str | None = None, num_cpus: int = 2) -> None:
         self.address = address
         self.num_cpus = num_cpus
-        self._started = False  # this executor called ray.init, so it shuts Ray down
+        self._session = ExitStack()  # the Ray this executor started or joined, if it did
         self._task: Any = None
 
     def start(self) -> None:
-        """Connect to ``address``, reuse a Ray already initialised in this process, or start
-        a local one; a missing Ray is a :class:`UsageError` that says how to install it."""
+        """Join ``address``, use a Ray already initialised in this process, or start a local
+        one; a missing Ray is a :class:`UsageError` that says how to install it."""
         if self._task is not None:
             return
-        # Read when Ray starts: no usage report is ever sent from here.
-        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
         try:
             import ray
         except ImportError:
             raise UsageError(f"--executor ray needs Ray: {INSTALL_HINT}") from None
         if not ray.is_initialized():
-            if self.address is not None:
-                ray.init(address=self.address, log_to_driver=False)
-            else:
-                ray.init(**local_ray_options(self.num_cpus))
-            self._started = True
+            self._session.enter_context(ray_session(self.address, self.num_cpus))
         self._task = ray.remote(num_cpus=1, max_retries=0)(_call_here)
 
     async def run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
@@ -131,7 +187,10 @@ class RayExecutor(Executor):
         try:
             result: T = await ref
         except asyncio.CancelledError:
-            ray.cancel(ref, force=True)
+            try:
+                ray.cancel(ref, force=True)
+            except Exception:  # Ray already shut down: its workers went with it
+                pass
             raise
         except RayTaskError as exc:
             # The work itself raised: raise what it raised, as the local executor would.
@@ -145,13 +204,9 @@ class RayExecutor(Executor):
         return result
 
     def close(self) -> None:
-        """Shut down the Ray instance this executor started (one it joined keeps running)."""
-        if self._started:
-            import ray
-
-            ray.shutdown()
-            self._started = False
+        """Shut down the Ray this executor started or joined (one it found keeps running)."""
         self._task = None
+        self._session.close()
 
 
 def make_executor(name: str, address: str | None = None, parallelism: int = 2) -> Executor:
@@ -163,8 +218,7 @@ def make_executor(name: str, address: str | None = None, parallelism: int = 2) -
         if address is not None:
             raise UsageError("--address needs --executor ray (it names a Ray cluster)")
         return Executor()
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise UsageError(f"--executor ray needs Ray: {INSTALL_HINT}") from None
+    # Found, not imported: Ray reads its settings when first imported (ray_session).
+    if importlib.util.find_spec("ray") is None:
+        raise UsageError(f"--executor ray needs Ray: {INSTALL_HINT}")
     return RayExecutor(address, max(1, parallelism))
