@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import EXAMPLE, ROOT, run_cli
+from clihelp import EXAMPLE, ROOT, run_cli, sigint_default
 from typer.testing import CliRunner
 
 from deeprepo.cli.app import app, main
@@ -280,6 +281,35 @@ def test_eval_starts_and_stops_its_own_local_ray(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert len(_rows(out)) == 2
         assert any((temp / "ray").glob("session_*")), "its Ray did not run under RAY_TMPDIR"
+        _no_process_left(temp)
+
+
+def test_ctrl_c_stops_an_eval_on_its_own_ray_and_leaves_no_process(tmp_path: Path) -> None:
+    (tmp_path / "t").mkdir()
+    out = tmp_path / "out"
+    args = ["eval", "-m", "scripted/expert", "-n", "20", "-r", "2", "--generate", SPEC]
+    cmd = [sys.executable, "-m", "deeprepo", *args, "--no-log", "--executor", "ray"]
+    with _short(tmp_path / "t", "drint") as temp:
+        proc = subprocess.Popen(
+            [*cmd, "-c", "2", "--out", str(out)],
+            cwd=ROOT,
+            env=dict(os.environ, RAY_TMPDIR=str(temp)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint_default,
+        )
+        results = out / "results.jsonl"
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if results.is_file() and results.read_text().count("\n") >= 1:
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 130, stderr
+        assert "interrupted; finished rollouts are in results.jsonl" in stderr
+        assert 1 <= len(_rows(out)) < 40
         _no_process_left(temp)
 
 
