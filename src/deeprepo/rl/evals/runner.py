@@ -211,7 +211,7 @@ async def _run_eval(
                 return  # never started: the evaluation's cost cap is spent
             t0 = time.perf_counter()
             try:
-                ran = await (here.run(task, k) if here else elsewhere(token, task, k))
+                ran = await (here.run(task, k) if here is not None else elsewhere(token, task, k))
                 if ran is None:
                     return
                 record = ran
