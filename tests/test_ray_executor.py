@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,16 @@ def _short(folder: Path, name: str) -> Iterator[Path]:
         yield link
     finally:
         link.unlink()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ray_env() -> Iterator[None]:
+    # Every Ray of this module, and every CLI child that starts or joins one, shares a token
+    # given here: a Ray that finds none writes one into ~/.ray, outside the test's folders.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+        mp.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        yield
 
 
 @pytest.fixture(scope="module")
