@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set deeprepo up on a fresh machine: system packages (bubblewrap and libseccomp for the
-# kernel sandbox, git), a virtualenv in .venv, and the package with its dev extras.
+# kernel sandbox, git), a virtualenv in .venv, and the package with its dev extras
+# (DEEPREPO_TRAIN=1 and DEEPREPO_RAY=1 add the train and ray extras).
 # Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,5 +54,10 @@ fi
 if [ "${DEEPREPO_TRAIN:-0}" = 1 ]; then
   .venv/bin/python -m pip install -q "torch==2.13.0"
   .venv/bin/python -m pip install -q -e ".[dev,semgrep,train]"
+fi
+# DEEPREPO_RAY=1: the ray extra too (eval / bench --executor ray; docs/performance.md). Plain
+# ray, ~80 MB of wheel (~240 MB installed) and msgpack; not ray[default]'s dashboard stack.
+if [ "${DEEPREPO_RAY:-0}" = 1 ]; then
+  .venv/bin/python -m pip install -q -e ".[dev,semgrep,ray]"
 fi
 echo "setup: done (.venv ready; try .venv/bin/deeprepo --help)"

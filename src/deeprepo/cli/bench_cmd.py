@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from deeprepo.cli import exits
+from deeprepo.cli.executor_option import AddressOption, ExecutorChoice, ExecutorOption
 from deeprepo.cli.http_option import HttpClientOption, run_env
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
@@ -131,6 +132,8 @@ def bench_command(
         str | None, typer.Option("--judge-base-url", help="OpenAI-compatible server for --judge.")
     ] = None,
     http_client: HttpClientOption = None,
+    executor: ExecutorOption = ExecutorChoice.local,
+    address: AddressOption = None,
 ) -> None:
     """Run configurations (root x sub x prompt, and single-call baselines) on the same
     repositories and compare cost, coverage, findings, unique finds and, with a ground
@@ -138,7 +141,13 @@ def bench_command(
     a normal run folder under runs/. Exit 0 when every cell finished, 3 when the bench is
     partial (failed or skipped cells: rerun to retry them), 130 when interrupted."""
     plan = prepare(
-        bench_file, out_dir, judge=judge, judge_base_url=judge_base_url, env=run_env(http_client)
+        bench_file,
+        out_dir,
+        judge=judge,
+        judge_base_url=judge_base_url,
+        env=run_env(http_client),
+        executor=executor.value,
+        address=address,
     )
     n_conf, n_repo = len(plan.bench.config), len(plan.repos)
     err.print(

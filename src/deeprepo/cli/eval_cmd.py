@@ -11,6 +11,7 @@ from rich.console import Console
 
 from deeprepo.base.errors import UsageError
 from deeprepo.cli import exits
+from deeprepo.cli.executor_option import AddressOption, ExecutorChoice, ExecutorOption
 from deeprepo.cli.http_option import HttpClientOption, run_env
 from deeprepo.cli.signals import run_interruptible
 from deeprepo.report.text import console
@@ -119,6 +120,8 @@ def eval_command(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No per-rollout progress.")] = False,
     http_client: HttpClientOption = None,
+    executor: ExecutorOption = ExecutorChoice.local,
+    address: AddressOption = None,
     log: Annotated[
         bool,
         typer.Option(
@@ -158,6 +161,8 @@ def eval_command(
         weights=_load_weights(weights),
         run_log=log,
         env=run_env(http_client),
+        executor=executor.value,
+        address=address,
     )
     done = 0
 

@@ -17,7 +17,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from deeprepo.report.trajectory import set_aside
 from deeprepo.rl.bench.config import BenchFile, ConfigSpec, load_bench_file
 from deeprepo.rl.bench.judge import JudgeVerdict, judge_report
 from deeprepo.rl.bench.repos import BenchRepo, held_sub_calls, resolve_repos
+from deeprepo.rl.evals.allowance import CostGate
+from deeprepo.rl.evals.executor import Executor, make_executor
 from deeprepo.run.models import build_model
 from deeprepo.run.wiring import CallSettings, RunLimits
 
@@ -99,45 +101,8 @@ class BenchPlan:
     prices_file: Path | None
     judge: ModelSpec | None
     env: Mapping[str, str]
-
-
-class CostGate:
-    """The bench's total cost budget across concurrent runs.
-
-    A starting run is given an allowance (its own ``--max-cost``): the unreserved money
-    shared among the runs that may still start together, so concurrent runs together stay
-    within the total (each overshoots by at most the calls it has in flight, as a single
-    run does). What a run did not spend returns to the pool when it ends."""
-
-    def __init__(self, total: float | None, slots: int) -> None:
-        self.total = total
-        self.slots = slots
-        self.spent = 0.0
-        self.unknown = 0  # runs whose cost is unknown (a model without a price)
-        self._reserved: dict[int, float] = {}
-
-    def free(self) -> float | None:
-        if self.total is None:
-            return None
-        return self.total - self.spent - sum(self._reserved.values())
-
-    def reserve(self, token: int, waiting: int, cap: float | None) -> float | None:
-        """The allowance of a run about to start (None: no limit); 0 means do not start."""
-        free = self.free()
-        if free is None:
-            return cap
-        share = max(0.0, free) / max(1, min(self.slots - len(self._reserved), waiting))
-        allowance = share if cap is None else min(cap, share)
-        if allowance > 1e-9:
-            self._reserved[token] = allowance
-        return allowance if allowance > 1e-9 else 0.0
-
-    def settle(self, token: int, cost: float | None) -> None:
-        self._reserved.pop(token, None)
-        if cost is None:
-            self.unknown += 1
-        else:
-            self.spent += cost
+    executor: str = "local"  # where cells run: this process, or Ray tasks (evals.executor)
+    address: str | None = None  # the Ray cluster to join (else a local Ray is started)
 
 
 def _check_key(spec: ModelSpec, env: Mapping[str, str], where: str) -> None:
@@ -185,10 +150,13 @@ def prepare(
     judge: str | None = None,
     judge_base_url: str | None = None,
     env: Mapping[str, str] | None = None,
+    executor: str = "local",
+    address: str | None = None,
 ) -> BenchPlan:
     """Read and check everything before any run: the TOML, the repositories, every
     configuration (model specs, keys, prompts), the judge. Errors are one line."""
     environ = dict(os.environ) if env is None else dict(env)
+    make_executor(executor, address)
     bench = load_bench_file(bench_file)
     base = bench_file.resolve().parent
     out = out_dir if out_dir is not None else Path("deeprepo-runs") / f"bench-{bench_file.stem}"
@@ -227,6 +195,8 @@ def prepare(
         prices_file=prices_file,
         judge=judge_spec,
         env=environ,
+        executor=executor,
+        address=address,
     )
 
 
@@ -343,6 +313,18 @@ async def _run_cell(plan: BenchPlan, cell: Cell, allowance: float | None) -> Non
     await analyze(options)
 
 
+SHARED = "a bench on a Ray cluster needs its folder on a filesystem every node shares"
+
+
+def _shipped(executor: Executor, cell: Cell) -> Cell:
+    """The cell as its executor needs it: a Ray worker's working folder is not this
+    process's, so its paths go absolute."""
+    if not executor.remote:
+        return cell
+    repo = replace(cell.repo, path=cell.repo.path.absolute())
+    return replace(cell, dir=cell.dir.absolute(), repo=repo)
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text[:300]
@@ -412,7 +394,9 @@ async def run_bench(
             t0 = time.monotonic()
             error = ""
             try:
-                await _run_cell(plan, cell, allowance)
+                await executor.run(_run_cell, plan, _shipped(executor, cell), allowance)
+                if executor.remote and not (cell.dir / CELL_FILE).is_file():
+                    error = "its Ray node wrote the run where this machine cannot see it: " + SHARED
             except Exception as exc:  # one broken cell must not sink the bench
                 error = _one_line(exc)
             finally:
@@ -426,14 +410,19 @@ async def run_bench(
 
     for i in sorted(results):
         await judge(results[i])
-    tasks = [asyncio.ensure_future(one(i)) for i in todo]
+    executor = make_executor(plan.executor, plan.address, s.max_concurrent)
+    tasks: list[asyncio.Future[None]] = []
     interrupted = True
     try:
+        if todo:
+            executor.start()  # a Ray start takes seconds: not inside the first cell's time
+        tasks = [asyncio.ensure_future(one(i)) for i in todo]
         await asyncio.gather(*tasks)
         interrupted = False
     finally:
         for t in tasks:
             t.cancel()
+        executor.close()
         if judge_model is not None:
             await judge_model.aclose()
         for i, cell in enumerate(plan.cells):

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from deeprepo.base.chat import ChatModel
-from deeprepo.base.errors import BudgetExceeded, UsageError
+from deeprepo.base.errors import BudgetExceeded
 from deeprepo.base.safefile import open_append, write_atomic
 from deeprepo.findings.coverage import CoverageIndex
 from deeprepo.providers.budget import Budget
@@ -30,50 +28,38 @@ from deeprepo.providers.cache import ResponseCache
 from deeprepo.providers.ledger import Ledger
 from deeprepo.providers.prices import PriceTable
 from deeprepo.providers.spec import parse_model_spec
-from deeprepo.report.rundir import check_out_dir, make_out_dir, new_run_dir
+from deeprepo.report.rundir import make_out_dir, new_run_dir
 from deeprepo.rl.env.reward import RewardWeights
 from deeprepo.rl.env.rollout import build_sub_model, run_rollout
-from deeprepo.rl.env.tasks import Task, generate_tasks_in_memory, load_tasks, parse_task_spec
+from deeprepo.rl.env.tasks import Task
+from deeprepo.rl.evals.allowance import CostGate
+from deeprepo.rl.evals.executor import make_executor
+from deeprepo.rl.evals.options import (
+    ENVIRONMENT_NAME,
+    EvalOptions,
+    describe,
+    header_lines,
+    select_tasks,
+    validate,
+)
+from deeprepo.rl.evals.remote import rollout_elsewhere
 from deeprepo.rl.evals.results import RESULTS_FILENAME, RolloutResult, write_results
 from deeprepo.rl.evals.summary import EvalSummary, format_summary, summarize
 from deeprepo.run.models import build_model
-from deeprepo.run.options import check_dir
-from deeprepo.run.wiring import CallSettings, RunLimits, cache_for
+from deeprepo.run.wiring import CallSettings, cache_for
 from deeprepo.runlog.recorder import RunRecorder
+from deeprepo.sandbox.config import SandboxConfig
 from deeprepo.sandbox.isolation import mode_for_root, resolve_mode
 from deeprepo.sandbox.pool import KernelPool
 
-__all__ = ["ENVIRONMENT_NAME", "EvalOptions", "EvalRun", "default_eval_dir", "run_eval"]
-
-ENVIRONMENT_NAME = "deeprepo-orchestration"
-DEFAULT_EXAMPLES = 5
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """Every knob of one evaluation run (CLI flags map one to one)."""
-
-    model: str
-    base_url: str | None = None
-    sub: str = "oracle"
-    sub_base_url: str | None = None
-    n: int | None = None  # examples; default: all tasks of --tasks, n= of the SPEC, else 5
-    rollouts: int = 2
-    tasks_dir: Path | None = None
-    generate: str | None = None
-    out_dir: Path | None = None
-    # max_cost caps the whole evaluation; the other limits hold per rollout
-    limits: RunLimits = field(default_factory=RunLimits)
-    concurrency: int = 4
-    seed: int = 0
-    cache: bool = True  # answer repeated sub-calls of a model worker from the response cache
-    cache_dir: Path | None = None
-    sandbox: str = "auto"
-    kernel_pool: int = 0  # warm kernels kept ready (0: each rollout starts its own)
-    weights: RewardWeights | None = None
-    prices_file: Path | None = None
-    run_log: bool = True  # record the evaluation in the run log (``deeprepo runs``); --no-log
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+__all__ = [
+    "ENVIRONMENT_NAME",
+    "EvalOptions",
+    "EvalRun",
+    "default_eval_dir",
+    "run_eval",
+    "validate",
+]
 
 
 @dataclass(frozen=True)
@@ -112,46 +98,9 @@ def rollout_failed(r: RolloutResult) -> bool:
     return r.stop_condition == "error" or r.extra.get("stop_reason") == "error"
 
 
-def validate(options: EvalOptions) -> None:
-    if (options.tasks_dir is None) == (options.generate is None):
-        raise UsageError("pass exactly one of --tasks DIR or --generate SPEC (e.g. medium:seed=7)")
-    options.limits.check()
-    if options.out_dir is not None:
-        check_out_dir(options.out_dir)
-    if options.tasks_dir is not None and not options.tasks_dir.is_dir():
-        raise UsageError(
-            f"--tasks {options.tasks_dir} is not a directory; give one written by "
-            "`deeprepo tasks generate`"
-        )
-    for name, value in (
-        ("-n", options.n),
-        ("-r", options.rollouts),
-        ("--concurrency", options.concurrency),
-    ):
-        if value is not None and value < 1:
-            raise UsageError(f"{name} must be at least 1")
-    if options.seed < 0:
-        raise UsageError(f"--seed must be 0 or more, not {options.seed}")
-    parse_model_spec(options.model, options.base_url)  # bad specs and URLs fail before any work
-    parse_model_spec(options.sub, options.sub_base_url)
-    if options.generate is not None:
-        parse_task_spec(options.generate)
-    PriceTable.load(options.prices_file)
-    check_dir("--cache-dir", options.cache_dir)
-
-
 def default_eval_dir(model: str, now: datetime | None = None) -> Path:
     """A new folder ``deeprepo-runs/<stamp>-eval-<model>``."""
     return new_run_dir(f"eval-{model}", now)
-
-
-def select_tasks(options: EvalOptions) -> list[Task]:
-    """The tasks of ``--tasks`` or ``--generate``, at most ``n`` of them."""
-    if options.tasks_dir is not None:
-        return load_tasks(options.tasks_dir, options.n)
-    assert options.generate is not None
-    spec = parse_task_spec(options.generate)
-    return generate_tasks_in_memory(spec, options.n or spec.n or DEFAULT_EXAMPLES)
 
 
 def error_result(
@@ -168,19 +117,6 @@ def error_result(
         model=model,
         extra={"stop_reason": "error", "stop_detail": detail},
     )
-
-
-def header_lines(options: EvalOptions, n_examples: int) -> list[tuple[str, str]]:
-    root = parse_model_spec(options.model, options.base_url)
-    provider = root.base_url or ("built-in (offline)" if root.is_builtin else root.provider)
-    return [
-        ("Environment", ENVIRONMENT_NAME),
-        ("Model", root.name),
-        ("Sub-model", options.sub),
-        ("Provider", provider),
-        ("Examples", str(n_examples)),
-        ("Rollouts per example", str(options.rollouts)),
-    ]
 
 
 async def run_eval(
@@ -231,34 +167,6 @@ async def _run_eval(
         json.dumps({**describe(options), "reward_weights": weights.to_dict()}, indent=2) + "\n",
     )
 
-    prices = PriceTable.load(options.prices_file)
-    calls = CallSettings.from_env(options.env)
-    root: ChatModel = build_model(
-        root_spec,
-        role="root",
-        env=options.env,
-        timeout_s=calls.sdk_timeout_s,
-        http_client=calls.http_client,
-    )
-    sub_spec = parse_model_spec(options.sub, options.sub_base_url)
-    # The oracle is built per rollout (its ground truth and seed); any other sub-model is
-    # stateless between calls and shared, so its client and connections are reused.
-    shared_sub: ChatModel | None = None
-    if sub_spec.provider != "oracle":
-        shared_sub = build_sub_model(
-            options.sub,
-            tasks[0],
-            worker_seed=0,
-            base_url=options.sub_base_url,
-            env=options.env,
-            timeout_s=calls.sdk_timeout_s,
-            http_client=calls.http_client,
-        )
-    # Only sub-calls are cached: a cached root would replay one conversation for every
-    # rollout of an example, which are meant to sample the model.
-    sub_cache = cache_for(
-        sub_spec, ResponseCache(options.cache_dir) if options.cache else None, options.env
-    )
     # One cost cap over every rollout: each rollout's ledger records into this one.
     budget = (
         Budget(max_cost_usd=options.limits.max_cost, ledger=Ledger())
@@ -270,38 +178,43 @@ async def _run_eval(
         warnings.warn(note, RuntimeWarning, stacklevel=2)
     sandbox = options.limits.sandbox_config(mode)  # type: ignore[arg-type]
     resolve_mode(sandbox.mode)  # no bwrap under auto: one refusal now, not one per rollout
-    indexes = {t.id: CoverageIndex(t.files) for t in tasks}
+    executor = make_executor(options.executor, options.address, options.concurrency)
+    executor.start()  # a Ray start takes seconds: before the first rollout, not inside it
+    here = None if executor.remote else _LocalRollouts(options, tasks, sandbox, budget)
     gate = asyncio.Semaphore(options.concurrency)
-    # A warm pool cuts a kernel's start latency, not its CPU: on a busy 2-core machine
-    # bench_rollouts measured no throughput gain (docs/decisions.md), so it is opt-in.
-    pool = KernelPool(sandbox, size=options.kernel_pool) if options.kernel_pool else None
     finished: dict[tuple[str, int], RolloutResult] = {}
+    # A remote rollout cannot see the others' spending live, so the cap left is shared out
+    # as allowances, as a bench shares its max_cost among its cells (docs/decisions.md).
+    allowances = CostGate(options.limits.max_cost, options.concurrency)
+    waiting = len(tasks) * options.rollouts
 
-    async def one(task: Task, k: int) -> None:
+    async def elsewhere(token: int, task: Task, k: int) -> RolloutResult | None:
+        allowance = allowances.reserve(token, waiting + 1, None)
+        if allowance == 0.0:
+            return None  # never started: what is left of the cap is spent or reserved
+        try:
+            shipped = await executor.run(rollout_elsewhere, options, task, k, sandbox, allowance)
+        except BaseException:
+            allowances.settle(token, 0.0)  # a failed task's calls are lost with its worker
+            raise
+        allowances.settle(token, sum(c.cost_usd or 0.0 for c in shipped.calls))
+        if budget is not None and budget.ledger is not None:
+            for call in shipped.calls:
+                budget.ledger.record(call)
+        return shipped.record
+
+    async def one(token: int, task: Task, k: int) -> None:
+        nonlocal waiting
         async with gate:
+            waiting -= 1
             if budget is not None and _spent(budget):
                 return  # never started: the evaluation's cost cap is spent
             t0 = time.perf_counter()
             try:
-                outcome = await run_rollout(
-                    task,
-                    root=root,
-                    sub_spec=options.sub,
-                    sub=shared_sub,
-                    rollout_index=k,
-                    seed=options.seed,
-                    limits=options.limits,
-                    sandbox_config=sandbox,
-                    prices=prices,
-                    weights=weights,
-                    sub_base_url=options.sub_base_url,
-                    env=options.env,
-                    coverage_index=indexes[task.id],
-                    pool=pool,
-                    parent=budget,
-                    sub_cache=sub_cache,
-                )
-                record = RolloutResult.from_outcome(outcome, model=root_spec.name)
+                ran = await (here.run(task, k) if here is not None else elsewhere(token, task, k))
+                if ran is None:
+                    return
+                record = ran
             except Exception as exc:  # one broken rollout must not sink the evaluation
                 record = error_result(task, k, root_spec.name, exc, time.perf_counter() - t0)
         finished[(task.id, k)] = record
@@ -310,17 +223,17 @@ async def _run_eval(
         if on_result is not None:
             on_result(record)
 
+    planned = [(t, k) for t in tasks for k in range(options.rollouts)]
     try:
-        await asyncio.gather(*(one(t, k) for t in tasks for k in range(options.rollouts)))
+        await asyncio.gather(*(one(i, t, k) for i, (t, k) in enumerate(planned)))
     finally:
-        if pool is not None:
-            await pool.aclose()
-        await root.aclose()
-        if shared_sub is not None:
-            await shared_sub.aclose()
+        try:
+            if here is not None:
+                await here.aclose()
+        finally:
+            executor.close()
 
-    planned = [(t.id, k) for t in tasks for k in range(options.rollouts)]
-    ordered = [finished[key] for key in planned if key in finished]
+    ordered = [finished[(t.id, k)] for t, k in planned if (t.id, k) in finished]
     write_results(results_path, ordered)
     budget_note = _budget_note(budget, options.limits.max_cost, ordered, len(planned))
     summary = summarize(ordered, [t.id for t in tasks])
@@ -339,6 +252,80 @@ async def _run_eval(
     )
 
 
+class _LocalRollouts:
+    """Rollouts in this process: one root client, one sub-model client (unless the oracle,
+    built per rollout) and an optional warm kernel pool, shared by every rollout."""
+
+    def __init__(
+        self, options: EvalOptions, tasks: list[Task], sandbox: SandboxConfig, budget: Budget | None
+    ) -> None:
+        self.options, self.sandbox, self.budget = options, sandbox, budget
+        self.root_spec = parse_model_spec(options.model, options.base_url)
+        self.prices = PriceTable.load(options.prices_file)
+        self.weights = options.weights or RewardWeights()
+        calls = CallSettings.from_env(options.env)
+        self.root: ChatModel = build_model(
+            self.root_spec,
+            role="root",
+            env=options.env,
+            timeout_s=calls.sdk_timeout_s,
+            http_client=calls.http_client,
+        )
+        sub_spec = parse_model_spec(options.sub, options.sub_base_url)
+        # The oracle is built per rollout (its ground truth and seed); any other sub-model
+        # is stateless between calls and shared, so its client and connections are reused.
+        self.shared_sub: ChatModel | None = None
+        if sub_spec.provider != "oracle":
+            self.shared_sub = build_sub_model(
+                options.sub,
+                tasks[0],
+                worker_seed=0,
+                base_url=options.sub_base_url,
+                env=options.env,
+                timeout_s=calls.sdk_timeout_s,
+                http_client=calls.http_client,
+            )
+        # Only sub-calls are cached: a cached root would replay one conversation for every
+        # rollout of an example, which are meant to sample the model.
+        self.sub_cache = cache_for(
+            sub_spec, ResponseCache(options.cache_dir) if options.cache else None, options.env
+        )
+        self.indexes = {t.id: CoverageIndex(t.files) for t in tasks}
+        # A warm pool cuts a kernel's start latency, not its CPU: on a busy 2-core machine
+        # bench_rollouts measured no throughput gain (docs/decisions.md), so it is opt-in.
+        self.pool = KernelPool(sandbox, size=options.kernel_pool) if options.kernel_pool else None
+
+    async def run(self, task: Task, k: int) -> RolloutResult:
+        outcome = await run_rollout(
+            task,
+            root=self.root,
+            sub_spec=self.options.sub,
+            sub=self.shared_sub,
+            rollout_index=k,
+            seed=self.options.seed,
+            limits=self.options.limits,
+            sandbox_config=self.sandbox,
+            prices=self.prices,
+            weights=self.weights,
+            sub_base_url=self.options.sub_base_url,
+            env=self.options.env,
+            coverage_index=self.indexes[task.id],
+            pool=self.pool,
+            parent=self.budget,
+            sub_cache=self.sub_cache,
+        )
+        return RolloutResult.from_outcome(outcome, model=self.root_spec.name)
+
+    async def aclose(self) -> None:
+        try:
+            if self.pool is not None:
+                await self.pool.aclose()
+            await self.root.aclose()
+        finally:
+            if self.shared_sub is not None:
+                await self.shared_sub.aclose()
+
+
 def _spent(budget: Budget) -> bool:
     try:
         budget.check()
@@ -351,7 +338,9 @@ def _budget_note(
     budget: Budget | None, max_cost: float | None, ran: list[RolloutResult], planned: int
 ) -> str:
     """What the evaluation's cost cap cut, or "" when it cut nothing."""
-    if budget is None or max_cost is None or not _spent(budget):
+    # Ray rollouts left unstarted because the rest of the cap was reserved in flight count
+    # as cut too, though the spend may end just short of the cap.
+    if budget is None or max_cost is None or (not _spent(budget) and len(ran) == planned):
         return ""
     cut = sum(1 for r in ran if r.extra.get("stop_reason") == "budget")
     return (
@@ -359,23 +348,3 @@ def _budget_note(
         f"{len(ran)} of {planned} rollouts ran, {cut} of them stopped on the budget; "
         "raise --max-cost to evaluate the rest"
     )
-
-
-def describe(options: EvalOptions) -> dict[str, Any]:
-    """The options as JSON-able data (written to ``eval.json``)."""
-    return {
-        "model": options.model,
-        "sub": options.sub,
-        "n": options.n,
-        "rollouts": options.rollouts,
-        "tasks": str(options.tasks_dir) if options.tasks_dir else None,
-        "generate": options.generate,
-        "limits": asdict(options.limits),
-        "cache": options.cache,
-        "concurrency": options.concurrency,
-        "seed": options.seed,
-        "base_url": options.base_url,
-        "sub_base_url": options.sub_base_url,
-        # how hosted models were called (--http-client): a figure's provenance
-        "http_client": CallSettings.from_env(options.env).http_client,
-    }
