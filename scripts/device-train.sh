@@ -48,9 +48,9 @@ CARRY_LIMIT=$((64 * 1024 * 1024))
 # The budget, in seconds of the command (call B). The machine's start (~1-2 min) comes on
 # top; call it with timeout_s = 570. Each phase gets at most its cap and never more than
 # what is left before the later phases' reserve.
-BUDGET=${DEVICE_BUDGET_S:-510}
+BUDGET=${DEVICE_BUDGET_S:-520}
 CAP_SETUP=30      # reassemble and check the GGUF; install the wheels if --stage did not
-CAP_CONVERT=75    # deeprepo export checkpoint: GGUF -> bf16 safetensors (135M parameters)
+CAP_CONVERT=90    # deeprepo export checkpoint: GGUF -> bf16 safetensors (135M parameters)
 CAP_TRAIN=330     # train grpo: SFT (~80 s) + GRPO (grpo.max_seconds = 150) + checkpoint
 RESERVE_FINAL=25  # compare and collect, after the last evaluation
 MIN_EVAL=45       # an evaluation given less than this is not started (and the log says so)
@@ -151,11 +151,14 @@ EOF
 
 # The config through the real loader, and the names it shares with this script.
 check_config() {
-    PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" - "$CONFIG" "$RUN" "$CAP_TRAIN" "$BUDGET" <<'EOF'
+    PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" "$PY" - "$CONFIG" "$RUN" "$CAP_TRAIN" \
+        "$EVAL_SEED" "$SHARDS" "$EVAL_N" <<'EOF'
 import sys
 from pathlib import Path
+from deeprepo.rl.tasks.generator import task_seeds
 from deeprepo.rl.train.config import load_config
-path, run, cap_train, budget = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+path, run = Path(sys.argv[1]), Path(sys.argv[2])
+cap_train, eval_seed, shards, eval_n = (int(a) for a in sys.argv[3:7])
 c = load_config(path, need="grpo")
 g, s, e = c.grpo, c.sft, c.episode
 assert g is not None and s is not None
@@ -172,7 +175,11 @@ want(g.max_seconds is not None and g.max_seconds + 120 <= cap_train,
 want(e.sandbox == "process", "episode.sandbox must be process: the device has no bubblewrap")
 want(s.expert == "scripted/compact", "sft.expert must be scripted/compact (short programs)")
 want(e.max_context_tokens <= 8192, "SmolLM2 reads 8,192 positions")
-want(c.tasks.seed != 9000 and s.tasks.seed != 9000, "the evaluation's seed 9000 must stay unseen")
+# The evaluation's tasks (eval --generate SIZE:seed=S -n N draws task_seeds(S, N)) must be
+# none of the tasks training saw.
+seen = set(task_seeds(c.tasks.seed, c.tasks.n)) | set(task_seeds(s.tasks.seed, s.tasks.n))
+evaluated = {t for i in range(shards) for t in task_seeds(eval_seed + i, eval_n)}
+want(not seen & evaluated, f"the evaluation's tasks (seeds {eval_seed}+) overlap the training's")
 for p in problems:
     print(f"config: {p}")
 print(f"config: {path.name} loads: {g.steps} steps at most, max_seconds {g.max_seconds:g}, "

@@ -73,11 +73,15 @@ def test_check_mode_passes_on_the_repository() -> None:
 
 @pytest.mark.e2e
 def test_check_mode_refuses_what_cannot_run_on_the_device(tmp_path: Path) -> None:
-    """One check of a copy holding three mistakes: each is named, and the check fails."""
+    """One check of a copy holding four mistakes: each is named, and the check fails."""
     text = CONFIG.read_text()
     text = text.replace("use_vllm = false", "use_vllm = true").replace(
         'sandbox = "process"', 'sandbox = "auto"'
     )
+    # Training on the evaluation's first tasks.
+    tasks = '[tasks]\nsize = "small"\nlang = "python"\nseed = '
+    assert tasks + "0\n" in text
+    text = text.replace(tasks + "0\n", tasks + "9000\n")
     script = _copy_with_config(tmp_path, text)
     # No .devcarry/ in the copy: --require-carry must say what to run, not pass.
     result = _bash(str(script), "--check", "--require-carry", env={"DEVICE_BUDGET_S": "590"})
@@ -85,6 +89,7 @@ def test_check_mode_refuses_what_cannot_run_on_the_device(tmp_path: Path) -> Non
     out = result.stdout
     assert "config: use_vllm must be false" in out
     assert "config: episode.sandbox must be process" in out
+    assert "the evaluation's tasks (seeds 9000+) overlap the training's" in out
     assert "590 s does not fit a 600 s call" in out
     assert "run scripts/device-carry.sh" in out
     assert out.rstrip().endswith("check: FAILED")
