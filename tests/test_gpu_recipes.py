@@ -134,7 +134,27 @@ def prime_rl_errors(config: dict[str, Any]) -> list[str]:
 
 
 def test_there_are_recipes() -> None:
-    assert len(GPU_RECIPES) == 4 and len(PRIME_RL) == 1
+    assert len(GPU_RECIPES) == 5 and len(PRIME_RL) == 1
+
+
+def test_the_default_recipe_runs_without_vllm() -> None:
+    """vLLM cannot reach every GPU machine (not the lent device): the default recipe
+    generates with transformers; the vLLM ones say so in their names."""
+    for path in GPU_RECIPES:
+        uses_vllm = tomllib.loads(path.read_text())["grpo"]["use_vllm"]
+        assert uses_vllm == path.stem.endswith("-vllm"), path.name
+    assert (ROOT / "configs" / "gpu-qwen2.5-coder-0.5b.toml") in GPU_RECIPES
+
+
+@pytest.mark.parametrize(
+    "path", [*GPU_RECIPES, ROOT / "configs" / "device-smollm2.toml"], ids=lambda p: p.name
+)
+def test_every_gpu_recipe_says_what_has_run_and_what_has_not(path: Path) -> None:
+    header = path.read_text().split("\noutput_dir")[0]
+    if path.name.startswith("device-"):
+        assert "NOT YET RUN on a GPU" in header
+    else:
+        assert "# Has run: " in header and "# Has not run: " in header
 
 
 @pytest.mark.parametrize("path", PRIME_RL, ids=lambda p: p.name)

@@ -126,17 +126,22 @@ def test_vllm_arguments_and_the_missing_vllm_refusal(tmp_path: Path) -> None:
     "path", sorted((ROOT / "configs").glob("gpu-*.toml")), ids=lambda p: p.name
 )
 def test_gpu_recipes_micro_batch_checkpoint_and_generate_with_vllm(path: Path) -> None:
-    """The one-pass step ran out of memory on an H100: the recipes must not go back to it."""
+    """The one-pass step ran out of memory on an H100: the recipes must not go back to it.
+    The ``-vllm`` recipes generate with vLLM; the default one with transformers."""
     config = load_config(path, need="grpo")
     grpo = config.grpo
     assert grpo is not None and grpo.rollouts_per_step == 128
     assert grpo.micro_batch_size is not None and grpo.micro_batch <= 4
     assert grpo.accumulation_steps * grpo.micro_batch == 128
-    assert grpo.gradient_checkpointing and grpo.use_vllm and config.device == "cuda"
+    assert grpo.gradient_checkpointing and config.device == "cuda"
+    assert grpo.use_vllm == path.stem.endswith("-vllm")
     args = grpo_arguments(config, Path("unused"))
-    assert args["vllm_max_model_length"] == (
-        config.episode.max_context_tokens + config.episode.max_new_tokens
-    )
+    if grpo.use_vllm:
+        assert args["vllm_max_model_length"] == (
+            config.episode.max_context_tokens + config.episode.max_new_tokens
+        )
+    else:
+        assert not args.get("use_vllm")
 
 
 # ------------------------------------------------------------------------------ the trainer

@@ -133,6 +133,10 @@ class GrpoSection(_Section):
     # cut to what the context has room for).
     vllm_max_model_len: Annotated[int, Field(ge=256)] | None = None
     save_checkpoint: bool = True
+    # A wall-clock budget for the GRPO steps (seconds, from the first step's start): the
+    # run stops after the step that passes it and still writes its checkpoint, log, plot
+    # and summary. Unset: run every step. For machines lent for minutes (the device script).
+    max_seconds: Annotated[float, Field(gt=0)] | None = None
 
     @property
     def rollouts_per_step(self) -> int:

@@ -106,19 +106,39 @@ def parameter_change(before: dict[str, Any], model: Any) -> float:
     return math.sqrt(total)
 
 
-def _callback(log_path: Path, rollouts: EpisodeRollouts, progress: Progress, steps: int) -> Any:
+def _callback(
+    log_path: Path,
+    rollouts: EpisodeRollouts,
+    progress: Progress,
+    steps: int,
+    max_seconds: float | None = None,
+) -> Any:
     from transformers import TrainerCallback
 
     class TrainLog(TrainerCallback):  # type: ignore[misc]
         """Writes one ``train_log.jsonl`` line per optimiser step: TRL's loss and gradient
-        norm beside the figures of that step's rollouts."""
+        norm beside the figures of that step's rollouts; stops training after the step that
+        passes ``max_seconds`` (``time_stopped`` then says so)."""
 
         def __init__(self) -> None:
             self.started = time.perf_counter()
+            self.begun: float | None = None
+            self.time_stopped = False
             self.rows: list[dict[str, Any]] = []
 
         def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             self.started = time.perf_counter()
+            if self.begun is None:
+                self.begun = self.started
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            # Checked after the step, never inside it: a step cut short would be a step of
+            # rollouts without its optimiser update.
+            if max_seconds is None or self.begun is None:
+                return
+            if time.perf_counter() - self.begun >= max_seconds and state.global_step < steps:
+                self.time_stopped = True
+                control.should_training_stop = True
 
         def on_log(
             self,
@@ -309,7 +329,7 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
     )
     with library_warnings_off():
         trainer = build_trainer(config, model, tokenizer, rollouts, rollouts.dataset_rows())
-        callback = _callback(log_path, rollouts, progress, grpo.steps)
+        callback = _callback(log_path, rollouts, progress, grpo.steps, grpo.max_seconds)
         quiet(trainer)
         trainer.add_callback(callback)
         before = _trainable_snapshot(trainer.model)
@@ -332,6 +352,11 @@ def run_grpo(config: TrainConfig, *, progress: Progress = lambda _: None) -> Grp
         summary.groups_with_variance = sum(int(r["groups_with_variance"]) for r in rows)
         summary.groups = sum(int(r["groups"]) for r in rows)
         summary.grad_norm_max = max(float(r["grad_norm"] or 0.0) for r in rows)
+    if callback.time_stopped:
+        summary.notes.append(
+            f"stopped by grpo.max_seconds = {grpo.max_seconds:g} after {summary.steps} of "
+            f"{grpo.steps} step(s)"
+        )
     if summary.groups and summary.groups_with_variance == 0:
         summary.notes.append(
             "no group had rewards that differ: every advantage was 0 and the policy did not move"

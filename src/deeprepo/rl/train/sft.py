@@ -224,6 +224,22 @@ def prepare_sft_data(
     return SftData([{"messages": e["messages"]} for e in examples], path, expert_reward)
 
 
+def can_mask_assistant(tokenizer: Any) -> bool:
+    """Whether TRL can restrict the loss to the assistant turns with this chat template: it
+    has ``{% generation %}`` marks, or TRL ships a training version of it (Qwen2.5, Qwen3,
+    ...). A search for the word alone also matched ``add_generation_prompt``, which every
+    template has, and TRL then refused the template (SmolLM2's) instead of training."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    if has_generation_markers(str(tokenizer.chat_template or "")):
+        return True
+    try:
+        get_training_chat_template(tokenizer)
+    except ValueError:
+        return False
+    return True
+
+
 def run_sft(
     config: TrainConfig,
     base: Path,
@@ -247,9 +263,12 @@ def run_sft(
     from trl import SFTConfig, SFTTrainer
 
     model, tokenizer = load_policy(base, config)
-    assistant_only = sft.assistant_only_loss and "generation" in str(tokenizer.chat_template or "")
+    assistant_only = sft.assistant_only_loss and can_mask_assistant(tokenizer)
     if sft.assistant_only_loss and not assistant_only:
-        progress("sft: the chat template has no {% generation %} marks; loss on every token")
+        progress(
+            "sft: the chat template has no {% generation %} marks and TRL has no training "
+            "version of it; loss on every token"
+        )
     with library_warnings_off():
         args = SFTConfig(
             output_dir=str(out_dir / "trl"),
