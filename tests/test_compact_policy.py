@@ -11,6 +11,7 @@ import asyncio
 import statistics
 
 import pytest
+from clihelp import ROOT
 from rollout_table import rollout_table
 
 from deeprepo.base import prompts
@@ -40,7 +41,7 @@ SPECS = [
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, list[RolloutOutcome]]:
     tasks = [t for spec in SPECS for t in generate_tasks_in_memory(spec, 1)]
-    return rollout_table(tasks, ("expert", "compact"), concurrency=4)
+    return rollout_table(tasks, ("expert", "compact", "brief"), concurrency=4)
 
 
 def test_compact_is_registered_with_its_final_turn() -> None:
@@ -99,3 +100,30 @@ def test_compact_runs_make_sft_examples_of_short_turns() -> None:
         assert len(assistant) == len(compact.COMPACT)
         assert all(estimated_tokens(a) <= MAX_TURN_TOKENS for a in assistant)
         assert example["meta"]["root"] == "scripted/compact"
+
+
+@pytest.mark.e2e
+def test_brief_submits_in_one_short_turn_and_keeps_most_of_the_reward(
+    outcomes: dict[str, list[RolloutOutcome]],
+) -> None:
+    # scripted/brief: what issue 21's CPU run warm-starts a 135M model on (docs/training.md).
+    expert = statistics.mean(o.reward.total for o in outcomes["expert"])
+    mine = statistics.mean(o.reward.total for o in outcomes["brief"])
+    assert mine >= 0.6 * expert, (mine, expert)
+    for o in outcomes["brief"]:
+        (turn,) = o.result.turns
+        assert turn.error is None and o.result.stop_reason == "answer_ready"
+        assert estimated_tokens(turn.reply) <= 300
+        assert o.reward.parts["coverage_reward"] == 1.0
+
+
+def test_the_cpu_learning_config_warm_starts_on_brief_with_lora_and_a_time_budget() -> None:
+    from deeprepo.rl.train.config import load_config
+
+    config = load_config(ROOT / "configs" / "learn-cpu.toml", need="grpo")
+    assert config.sft is not None and config.grpo is not None
+    assert config.sft.expert == "scripted/brief" and config.model.lora
+    assert config.grpo.max_seconds is not None and config.grpo.max_seconds <= 2 * 3600
+    assert config.episode.max_new_tokens >= estimated_tokens(compact.BRIEF[0]) * 1.2
+    # The warm start and the evaluation tasks never meet the GRPO tasks' seeds.
+    assert config.sft.tasks.seed != config.tasks.seed

@@ -107,6 +107,50 @@ def test_tokens_are_the_tokenizers_and_the_checkpoint_is_loaded_once(tiny: Path)
 
 
 @pytest.mark.e2e
+def test_concurrent_requests_are_generated_together_with_the_replies_of_one_at_a_time(
+    tiny: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from deeprepo.providers import hf_batch
+    from deeprepo.providers.hf_local import HFLocalModel, HFSettings
+
+    requests = [
+        ChatRequest((Message("user", "Audit " + "this file. " * n),), system="You are a root.")
+        for n in (1, 7, 3, 12, 2)
+    ]
+    # Greedy: a batch (left-padded to one width) must give each request's own reply.
+    alone = HFLocalModel(str(tiny), HFSettings(max_new_tokens=9, temperature=0.0, device="cpu"))
+    expected = [asyncio.run(alone.complete(r)) for r in requests]
+    sizes: list[int] = []
+    real = hf_batch.generate_jobs
+
+    def counted(loaded: object, jobs: list[hf_batch.Job]) -> list[list[int]]:
+        sizes.append(len(jobs))
+        return real(loaded, jobs)
+
+    monkeypatch.setattr(hf_batch, "generate_jobs", counted)
+    batched = HFLocalModel(
+        str(tiny), HFSettings(max_new_tokens=9, temperature=0.0, device="cpu", batch=4)
+    )
+
+    async def all_at_once() -> list[object]:
+        return list(await asyncio.gather(*(batched.complete(r) for r in requests)))
+
+    got = asyncio.run(all_at_once())
+    assert sizes == [4, 1]  # five waiting requests, batches of at most four
+    for g, e in zip(got, expected, strict=True):
+        assert (g.text, g.usage, g.finish_reason) == (e.text, e.usage, e.finish_reason)
+
+
+def test_batch_setting_is_read_and_checked() -> None:
+    from deeprepo.providers.hf_local import HFSettings
+
+    assert HFSettings.from_env({}).batch == 1
+    assert HFSettings.from_env({"DEEPREPO_HF_BATCH": "8"}).batch == 8
+    with pytest.raises(ConfigError, match="DEEPREPO_HF_BATCH must be at least 1"):
+        HFSettings.from_env({"DEEPREPO_HF_BATCH": "0"})
+
+
+@pytest.mark.e2e
 def test_eval_runs_scores_and_compares_a_tiny_checkpoint(tiny: Path, tmp_path: Path) -> None:
     env = {"DEEPREPO_HF_MAX_NEW_TOKENS": "32", "DEEPREPO_HF_DEVICE": "cpu"}
     outs = []

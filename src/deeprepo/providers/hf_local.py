@@ -17,7 +17,11 @@ Generation settings, from the request or the environment:
 - ``DEEPREPO_HF_SEED`` (default 0): each call's sampling seed is derived from it, the
   request's text and how many times this process has seen that text, so a run repeats
   reply for reply (with ``--concurrency 1``) while rollouts of one example still differ;
-- ``DEEPREPO_HF_DEVICE`` (``cuda`` / ``cpu``, default: cuda when available).
+- ``DEEPREPO_HF_DEVICE`` (``cuda`` / ``cpu``, default: cuda when available);
+- ``DEEPREPO_HF_BATCH`` (default 1): up to this many concurrent requests (the rollouts of
+  ``deeprepo eval -c N``) are generated together in one left-padded batch
+  (``providers/hf_batch.py``); a reply then depends on which requests shared its batch, so
+  a run repeats reply for reply only with 1.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any
 
 from deeprepo.base.chat import ChatRequest, Completion, Usage
 from deeprepo.base.errors import ConfigError, ProviderError
+from deeprepo.providers.hf_batch import Job, batcher_for, generate_jobs
 
 __all__ = [
     "INSTALL_HINT",
@@ -49,6 +54,7 @@ MAX_NEW_TOKENS_ENV = "DEEPREPO_HF_MAX_NEW_TOKENS"
 TEMPERATURE_ENV = "DEEPREPO_HF_TEMPERATURE"
 SEED_ENV = "DEEPREPO_HF_SEED"
 DEVICE_ENV = "DEEPREPO_HF_DEVICE"
+BATCH_ENV = "DEEPREPO_HF_BATCH"
 GGUF_PREFIX = "gguf:"
 # A checkpoint without a chat template of its own (a tiny test model, a base model) is
 # prompted in ChatML, the format of the Qwen models the recipes train.
@@ -66,6 +72,7 @@ class HFSettings:
     temperature: float = 0.7
     seed: int = 0
     device: str | None = None  # None: cuda when available, else cpu
+    batch: int = 1  # requests generated together (1: one at a time, repeatable)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> HFSettings:
@@ -87,7 +94,11 @@ class HFSettings:
         max_new = number(MAX_NEW_TOKENS_ENV, int, cls.max_new_tokens)
         if max_new < 1:
             raise ConfigError(f"{MAX_NEW_TOKENS_ENV} must be at least 1")
+        batch = number(BATCH_ENV, int, cls.batch)
+        if batch < 1:
+            raise ConfigError(f"{BATCH_ENV} must be at least 1")
         return cls(
+            batch=batch,
             max_new_tokens=max_new,
             temperature=number(TEMPERATURE_ENV, float, cls.temperature),
             seed=number(SEED_ENV, int, cls.seed),
@@ -217,52 +228,42 @@ class HFLocalModel:
         messages = [{"role": "system", "content": request.system}] if request.system else []
         messages += [{"role": m.role, "content": m.content} for m in request.messages]
         seed = self._call_seed(repr(messages))
-        return await asyncio.to_thread(self._generate, messages, request, seed)
+        job = self._prepare(messages, request, seed)
+        if self.settings.batch > 1:
+            batcher = batcher_for(self._loaded, self.settings.batch)
+            new = await batcher.submit(job)
+        else:
+            (new,) = await asyncio.to_thread(generate_jobs, self._loaded, [job])
+        return self._completion(job, new)
 
-    def _generate(
-        self, messages: list[dict[str, str]], request: ChatRequest, seed: int
-    ) -> Completion:
-        import torch
-
+    def _prepare(self, messages: list[dict[str, str]], request: ChatRequest, seed: int) -> Job:
         loaded = self._loaded
-        tok = loaded.tokenizer
-        ids = tok.apply_chat_template(
+        ids = loaded.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
-        prompt_tokens = int(ids["input_ids"].shape[1])
+        prompt = [int(t) for t in ids["input_ids"][0]]
         max_new = min(request.max_tokens, self.settings.max_new_tokens)
         if loaded.context is not None:
-            room = loaded.context - prompt_tokens
+            room = loaded.context - len(prompt)
             if room < 1:
                 raise ProviderError(
-                    f"{self.name}: the prompt is {prompt_tokens:,} tokens, at or over the "
+                    f"{self.name}: the prompt is {len(prompt):,} tokens, at or over the "
                     f"model's context of {loaded.context:,}"
                 )
             max_new = min(max_new, room)
         temperature = (
             request.temperature if request.temperature is not None else self.settings.temperature
         )
-        sampling: dict[str, Any] = (
-            {"do_sample": True, "temperature": temperature, "top_k": 0}
-            if temperature > 0
-            else {"do_sample": False}
-        )
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        inputs = {k: v.to(loaded.device) for k, v in ids.items()}
-        with loaded.lock, torch.no_grad():
-            torch.manual_seed(seed)
-            out = loaded.model.generate(
-                **inputs, max_new_tokens=max_new, pad_token_id=pad, **sampling
-            )
-        new = out[0, prompt_tokens:]
-        eos = {tok.eos_token_id} if tok.eos_token_id is not None else set()
-        ended = len(new) > 0 and int(new[-1]) in eos
-        text = tok.decode(new, skip_special_tokens=True)
+        return Job(prompt, max_new, temperature, seed)
+
+    def _completion(self, job: Job, new: list[int]) -> Completion:
+        tok = self._loaded.tokenizer
+        ended = bool(new) and tok.eos_token_id is not None and new[-1] == tok.eos_token_id
         return Completion(
-            text=text,
-            usage=Usage(input_tokens=prompt_tokens, output_tokens=len(new)),
+            text=tok.decode(new, skip_special_tokens=True),
+            usage=Usage(input_tokens=len(job.prompt), output_tokens=len(new)),
             model=self.name,
-            finish_reason="stop" if ended or len(new) < max_new else "length",
+            finish_reason="stop" if ended or len(new) < job.max_new else "length",
         )
 
     async def aclose(self) -> None:

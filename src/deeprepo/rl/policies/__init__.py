@@ -50,6 +50,8 @@ RESEARCH_POLICIES: dict[str, list[str]] = {
     **routes_coverage.POLICIES,
     # The expert's method in turns short enough for a small model to learn (issue 21).
     "compact": compact.COMPACT,
+    # One reply of ~250 tokens: what the CPU learning run warm-starts on (issue 21).
+    "brief": compact.BRIEF,
 }
 
 

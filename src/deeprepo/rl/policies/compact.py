@@ -24,7 +24,7 @@ few points of the full expert on small generated tasks with the oracle worker
 
 from __future__ import annotations
 
-__all__ = ["COMPACT", "COMPACT_FINAL"]
+__all__ = ["BRIEF", "COMPACT", "COMPACT_FINAL"]
 
 _LIST = r"""
 src = metadata["audit_files"]
@@ -151,3 +151,32 @@ for f in kept:
 """
     + _SUBMIT
 )
+
+# The whole method in one reply of ~250 tokens (issue 21's CPU learning run): every file to a
+# worker in one batch, the JSON replies parsed defensively, every finding recorded, submit. It
+# is the ``small`` root prompt's worked example made robust (a reply that is not JSON, a line
+# such as "12-14", a finding that is not an object), so a model warm-started on it can be
+# trained on this 2-core CPU at all: the compact expert's ~1,500 tokens a rollout, generated
+# and back-propagated through a 135M model here, cost minutes a rollout (docs/training.md).
+_BRIEF = r"""
+import json
+paths = metadata["audit_files"]
+replies = llm_batch([file_audit_prompt(p) for p in paths])
+n = 0
+for path, reply in zip(paths, replies):
+    try:
+        items = json.loads(reply[reply.find("{"):reply.rfind("}") + 1]).get("findings", [])
+    except (ValueError, AttributeError):
+        items = []
+    for f in items:
+        try:
+            add_finding(path, int(str(f.get("line")).split("-")[0]), str(f.get("kind") or "issue"),
+                        str(f.get("severity") or "medium"), str(f.get("title") or ""), cwe=f.get("cwe"))
+            n += 1
+        except (ValueError, AttributeError, TypeError):
+            pass
+set_answer("Audited " + str(len(paths)) + " files; " + str(n) + " findings.")
+"""
+
+#: ``scripted/brief``: the one-turn program (it repeats if a turn does not submit).
+BRIEF = [_BRIEF]
