@@ -123,8 +123,8 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, planted: tuple[Snippet
         )
         slots += [(path, hosts, fill_in and n == 0) for n in range(want + fill_in)]
     echoes = _echo_slots(rng, slots, planted)
-    for k, (path, hosts, lookalike) in enumerate(slots):
-        echo = echoes.get(k)
+    for slot, (path, hosts, lookalike) in enumerate(slots):
+        echo = echoes.get(slot)
         if echo is None:
             sec = rng.choice(hosts)
             added += _sprinkle_one(rng, proj, sec, pool, in_file[path], table_ctx, lookalike)
