@@ -27,6 +27,10 @@ number of flags uniformly over the same units, per task, and is averaged over dr
 
     python benchmarks/bench_task_tells.py [--n 12] [--train 12] [--sizes small,medium,large]
         [--langs python,js,mixed] [--tol 3] [--train-seed 10000] [--test-seed 20000]
+        [--ablate GROUP,...] [--by-kind]
+
+``--ablate`` fits the logistic detector without some feature groups (``FEATURE_GROUPS``) and
+``--by-kind`` prints its recall per bug kind: which features and kinds carry its F1.
 """
 
 from __future__ import annotations
@@ -373,10 +377,34 @@ def _bucket(x: float) -> int:
     return int(math.log2(x + 1))
 
 
+# Feature groups by prefix, for ``--ablate`` (which group carries the detector's F1).
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "shape": ("s:", "t:", "b:"),
+    "ids": ("id:", "str:"),
+    "neighbours": ("p2:", "p1:", "n1:", "n2:"),
+    "def": ("def:", "ddist:", "did:"),
+    "layout": ("ind:", "len:"),
+    "position": ("pos:", "line:"),
+    "size": ("size:",),
+    "name": ("fn:", "fw:", "dir:", "ext:"),
+    "comment": ("comment", "cw:"),
+}
+_ABLATED: list[tuple[str, ...]] = []
+
+
 def line_features(path: str, lines: list[str], i: int) -> list[str]:
     """What a reading-free attacker sees of line ``i`` (0-based) of ``path``: its shape, its
     tokens and identifiers, the shapes of its neighbours and of the enclosing definition, its
-    position and indentation, the file's size and name, and any comment."""
+    position and indentation, the file's size and name, and any comment (less the groups
+    that ``--ablate`` removes)."""
+    feats = _line_features(path, lines, i)
+    if not _ABLATED:
+        return feats
+    drop = tuple(p for g in _ABLATED for p in g)
+    return [f for f in feats if not f.startswith(drop)]
+
+
+def _line_features(path: str, lines: list[str], i: int) -> list[str]:
     line = lines[i]
     shape = line_shape(line)
     toks = shape.split()
@@ -547,7 +575,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tol", type=int, default=3, help="lines of slack around a bug's range")
     ap.add_argument("--train-seed", type=int, default=10_000, help="first training seed")
     ap.add_argument("--test-seed", type=int, default=20_000, help="first held-out seed")
+    ap.add_argument(
+        "--ablate",
+        default="",
+        help=f"feature groups the logistic detector goes without ({','.join(FEATURE_GROUPS)})",
+    )
+    ap.add_argument(
+        "--by-kind", action="store_true", help="the logistic detector's recall per bug kind"
+    )
     args = ap.parse_args(argv)
+    for g in filter(None, args.ablate.split(",")):
+        if g not in FEATURE_GROUPS:
+            ap.error(f"unknown feature group {g!r}; choose from {', '.join(FEATURE_GROUPS)}")
+        _ABLATED.append(FEATURE_GROUPS[g])
     sizes, langs = args.sizes.split(","), args.langs.split(",")
     t0 = time.perf_counter()
     train_seeds = range(args.train_seed, args.train_seed + args.train)
@@ -590,6 +630,9 @@ def main(argv: list[str] | None = None) -> int:
     print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = learned_detector(train, test, tol)
     print(row("logistic (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    if args.by_kind:
+        print()
+        print(by_kind(test, fl, tol))
     reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()
@@ -602,6 +645,32 @@ def main(argv: list[str] | None = None) -> int:
         f"{clean_hits[0]} of {clean_hits[1]} ({clean_hits[0] / max(clean_hits[1], 1):.0%})"
     )
     return 0
+
+
+def by_kind(tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], tol: int) -> str:
+    """Per bug kind: bugs, the share the flags find, and flags on that kind's decoys (a kind
+    whose bugs are found and whose decoys are not is a tell of that kind)."""
+    bugs: dict[str, int] = defaultdict(int)
+    found: dict[str, int] = defaultdict(int)
+    decoys: dict[str, int] = defaultdict(int)
+    decoy_hit: dict[str, int] = defaultdict(int)
+    for t, task in enumerate(tasks):
+        fl = flags.get(t, set())
+        for e in task.ground_truth:
+            hit = any((e.file, ln) in fl for ln in range(e.start_line - tol, e.end_line + tol + 1))
+            if e.vulnerable:
+                bugs[e.kind] += 1
+                found[e.kind] += hit
+            else:
+                decoys[e.kind] += 1
+                decoy_hit[e.kind] += hit
+    out = ["| kind | bugs | found | decoys | decoys flagged |", "|---|---:|---:|---:|---:|"]
+    for k in sorted(bugs, key=lambda k: -found[k] / bugs[k]):
+        out.append(
+            f"| {k} | {bugs[k]} | {found[k] / bugs[k]:.2f} | {decoys[k]} "
+            f"| {decoy_hit[k] / decoys[k] if decoys[k] else 0:.2f} |"
+        )
+    return "\n".join(out)
 
 
 def shape_reuse(tasks: list[GeneratedTask]) -> tuple[float, float, int]:

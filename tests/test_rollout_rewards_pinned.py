@@ -15,13 +15,13 @@ from deeprepo import EpisodeConfig, SandboxConfig, make_policy
 from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
 
 # task id / rollout index -> (reward total rounded to 1e-9, stop reason, findings)
-RECORDED = {  # re-pinned by the place stream: size-independent placement changes the tasks
+RECORDED = {  # re-pinned by the tells stream: sprinkled blocks echo the planted sinks
     "small-python-1272686665/0": (1.0, "answer_ready", 1),
     "small-python-1272686665/1": (1.0, "answer_ready", 1),
-    "small-python-511025150/0": (0.714285714, "answer_ready", 3),
+    "small-python-511025150/0": (1.0, "answer_ready", 2),
     "small-python-511025150/1": (1.0, "answer_ready", 2),
-    "small-mixed-2035525362/0": (0.923335772, "answer_ready", 3),
-    "small-mixed-2035525362/1": (0.923335772, "answer_ready", 3),
+    "small-mixed-2035525362/0": (1.0, "answer_ready", 3),
+    "small-mixed-2035525362/1": (1.0, "answer_ready", 3),
     "small-mixed-695425564/0": (1.0, "answer_ready", 2),
     "small-mixed-695425564/1": (1.0, "answer_ready", 2),
     "small-js-1337671202/0": (1.0, "answer_ready", 2),

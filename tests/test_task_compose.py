@@ -33,14 +33,15 @@ SINKS = {
     "insecure-randomness": r"random\.choice\(|Math\.random\(",
     "hardcoded-secret": r"\"(Bearer )?[A-Za-z0-9]{24}\"",
     "resource-leak": r"\bopen\(|connect\(|openSync\(",
-    "off-by-one": r"page \* per_page|safePage \* limit",
+    # The page made 0-based once too few times, or once too many.
+    "off-by-one": r"page \* per_page|safePage \* limit|\(page - 1\) \* per_page|\(safePage - 1\) \* limit",
     "race-condition": r"\] = \w+ \+ 1",
 }
 SAFE_SINKS = (
     r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
     r"|environ|process\.env|^\s*with |closeSync|- 1\) \*|escape_html|\.quote\(|json\.loads"
     r"|execFileSync|replace\(/\[&|encodeURIComponent|subprocess\.run\(\["
-    r"|etag|cache_key|cacheKey|request_id|requestId|vnd\.partner|\.close\(\)|- 1, 0\)|with lock:|\+ 1;\n\s*await"
+    r"|etag|cache_key|cacheKey|request_id|requestId|vnd\.partner|\.close\(\)|- 1, 0\)|with lock:|lock\.acquire\(\)|\+ 1;\n\s*await"
 )
 
 

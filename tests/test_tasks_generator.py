@@ -43,6 +43,7 @@ SINK_PATTERNS: dict[str, str] = {
     "race-condition": r"\] = \w+ \+ 1|- amount\)|open\(path, \"wb\"\)|writeFileSync\(",
     "resource-leak": r"\bopen\(|connect\(|openSync\(|get_connection\(",
     "off-by-one": r"page \* per_page|safePage \* limit|// per_page|Math\.floor\(|limit - 1"
+    r"|\(page - 1\) \* per_page|\(safePage - 1\) \* limit"
     r"|(length|len\(tags\)) > 10|range\(1, max_tries\)|attempt < maxTries",
 }
 # Where a cross-file bug's untrusted value enters.

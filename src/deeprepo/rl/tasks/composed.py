@@ -120,6 +120,28 @@ def restyled_use(use: SafeUse, lang: str, rng: random.Random) -> SafeUse:
     return _safe_use(rng.choice(options), rng, parts(lang).style.pools, body)
 
 
+def echo_use(snippet: Snippet, rng: random.Random) -> SafeUse | None:
+    """A clean rendering of the sink that the composed bug ``snippet`` uses: a decoy recipe of
+    the same sink (its dangerous body behind a trusted source or a holding check, or one of its
+    safe bodies), names and body drawn from ``rng``; ``None`` for any other snippet. Sprinkled
+    next to each planted bug, it makes a bug's sink line, and the lines around it, no rarer in
+    clean code than in bugs, whatever the task's mix of kinds."""
+    recipe = _recipe_named(snippet.lang).get(snippet.name)
+    if recipe is None or not recipe.vulnerable:
+        return None
+    options = [r for r in _decoys_of(snippet.lang) if r.sink is recipe.sink]
+    if not options:
+        return None
+    decoy = rng.choice(options)
+    n = len(decoy.sink.safe if decoy.safe_sink else decoy.sink.bodies)
+    return _safe_use(decoy, rng, parts(snippet.lang).style.pools, rng.randrange(n))
+
+
+@cache
+def _decoys_of(lang: str) -> tuple[Recipe, ...]:
+    return tuple(r for r in recipes(lang) if not r.vulnerable)
+
+
 def _safe_use(
     recipe: Recipe, rng: random.Random, pools: Mapping[str, tuple[str, ...]], body: int
 ) -> SafeUse:

@@ -98,7 +98,7 @@ def _subproject(
             placed.append(p)
     for _ in range(_TWINS[size] + rng.randint(0, 1)):
         place_twin(rng, proj)
-    sprinkle_safe_uses(rng, proj)
+    sprinkle_safe_uses(rng, proj, tuple(p.snippet for p in placed))
     mutate_comments(rng, proj)
     return proj, placed
 

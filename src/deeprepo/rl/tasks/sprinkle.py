@@ -16,13 +16,13 @@ import random
 import re
 
 from deeprepo.rl.tasks.catalogue import safe_pool
-from deeprepo.rl.tasks.composed import is_composed_use, restyled_use
+from deeprepo.rl.tasks.composed import echo_use, is_composed_use, restyled_use
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
 from deeprepo.rl.tasks.planting import insert_block
 from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
-from deeprepo.rl.tasks.snippets import SafeUse
+from deeprepo.rl.tasks.snippets import SafeUse, Snippet
 
 _HEX = "0123456789abcdef"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
@@ -76,14 +76,22 @@ def _filled(key: str, ctx: dict[str, str]) -> str | None:
         return None
 
 
-def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
+# Clean renderings of each planted composed bug's sink sprinkled per bug (``echo_use``).
+ECHOES_PER_BUG = 4
+
+
+def sprinkle_safe_uses(rng: random.Random, proj: Project, planted: tuple[Snippet, ...] = ()) -> int:
     """Add clean risky-API blocks to each code file; returns how many were added.
 
     Counts are drawn per file, not per section, so a file with many sections (a compact
     ``services.py``) does not collect more of them, and every file that can hold a function
     but holds no planted block gets one more, drawn from the composed safe ways first: then
     a planted-looking block, and the lines it adds, are in every such file whether or not it
-    holds a bug (the real substrate's one block per file, ``realtask``)."""
+    holds a bug (the real substrate's one block per file, ``realtask``). Each composed bug in
+    ``planted`` turns up to :data:`ECHOES_PER_BUG` of those sprinkled blocks, drawn uniformly,
+    into clean renderings of its own sink: a task's bug kinds are drawn per task, so without
+    them the sink lines of the kinds a task plants would be commoner inside its bugs than
+    anywhere else in it."""
     pool = safe_pool(proj.lang)
     tables = sorted(e.plural for e, _ in proj.structure.entities)
     quoted = ", ".join(f'"{t}"' for t in tables)
@@ -101,6 +109,7 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
             k = _filled(b.key, {**proj.ctx, **sec.ctx, **b.ctx})
             if k:
                 keys.add(k)
+    slots: list[tuple[str, list[Section], bool]] = []  # (file, hosts, lookalike)
     for path, secs in by_file.items():
         r = rng.random()
         want = 0 if r < 0.3 else (1 if r < 0.75 else 2)
@@ -112,11 +121,32 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project) -> int:
         fill_in = any(u.where == "fn" and _fits(u, sec) for sec in hosts for u in pool) and not any(
             b.tag for sec in secs for b in sec.blocks
         )
-        for n in range(want + fill_in):
+        slots += [(path, hosts, fill_in and n == 0) for n in range(want + fill_in)]
+    echoes = _echo_slots(rng, slots, planted)
+    for slot, (path, hosts, lookalike) in enumerate(slots):
+        echo = echoes.get(slot)
+        if echo is None:
             sec = rng.choice(hosts)
-            lookalike = fill_in and n == 0
             added += _sprinkle_one(rng, proj, sec, pool, in_file[path], table_ctx, lookalike)
+        else:
+            sec = rng.choice([h for h in hosts if _fits(echo, h)])
+            added += _sprinkle_one(rng, proj, sec, (echo,), in_file[path], table_ctx, False)
     return added
+
+
+def _echo_slots(
+    rng: random.Random, slots: list[tuple[str, list[Section], bool]], planted: tuple[Snippet, ...]
+) -> dict[int, SafeUse]:
+    """Which sprinkle slots carry an echo of a planted bug's sink (``echo_use``), drawn
+    uniformly among the slots a function can take: the echoes change what clean code holds,
+    not how much of it there is."""
+    free = [
+        k
+        for k, (_p, hosts, lookalike) in enumerate(slots)
+        if not lookalike and any(role_of(h) not in _NO_SAFE_USES for h in hosts)
+    ]
+    uses = [u for s in planted for _ in range(ECHOES_PER_BUG) if (u := echo_use(s, rng))]
+    return dict(zip(rng.sample(free, min(len(free), len(uses))), uses, strict=False))
 
 
 def _sprinkle_one(
