@@ -184,7 +184,7 @@ def os_exit(code: int) -> str:
 
 SEGFAULT = "import ctypes\nctypes.string_at(0)"
 
-CLOSE_RPC_PIPES = "import os\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass"
+CLOSE_RPC_PIPES = "import os\nfor fd in range(3, 1024):\n    try:\n        os.close(fd)\n    except OSError:\n        pass"
 
 # ---------------------------------------------------------------- resources
 
@@ -248,13 +248,13 @@ NON_STRING_PROMPTS = (
     "print(llm_query(42)[:60])"
 )
 RPC_GARBAGE = (
-    "import os, stat\nhit = 0\nfor fd in range(3, 32):\n    try:\n"
+    "import os, stat\nhit = 0\nfor fd in range(3, 1024):\n    try:\n"
     "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
     '            os.write(fd, b\'garbage\\n{"type": "result", "id": -5}\\n[1, 2]\\n{"type": "llm", "id": 77, "prompts": 5}\\n\')\n'
     "            hit += 1\n    except OSError:\n        pass\nprint('hit', hit > 0)"
 )
 RPC_OVERLONG_LINE = (
-    "import os, stat\nchunk = b'z' * 2**20\nfor fd in range(3, 32):\n    try:\n"
+    "import os, stat\nchunk = b'z' * 2**20\nfor fd in range(3, 1024):\n    try:\n"
     "        st = os.fstat(fd)\n    except OSError:\n        continue\n"
     "    if stat.S_ISFIFO(st.st_mode) and os.get_blocking(fd) and fd > 2:\n"
     "        try:\n            for _ in range(70):\n                os.write(fd, chunk)\n"
