@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from budget_case import assert_stopped_on_the_budget, run_max_cost_eval
 from typer.testing import CliRunner
 
 from deeprepo.base.errors import UsageError
@@ -316,50 +317,8 @@ def test_eval_max_cost_stops_the_evaluation_on_its_budget(tmp_path: Path) -> Non
     """``--max-cost`` caps the spend of all rollouts together, as analyze's caps one run: the
     calls stop once it is spent (never more than the calls in flight over it), rollouts not
     started then are not run, and the evaluation says so and exits incomplete (3)."""
-    import asyncio
-    import json
-
-    from deeprepo.base.chat import ChatRequest, Message
-    from deeprepo.base.chat import Usage as U
-    from deeprepo.builtin import make_policy
-    from deeprepo.testing.loopback import LoopbackServer, Reply
-
-    expert = make_policy("expert")
-
-    def reply(route: str, body: dict[str, object]) -> Reply:
-        raw = body.get("messages")
-        msgs = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-        convo = tuple(
-            Message(m["role"], str(m["content"]))
-            for m in msgs
-            if m["role"] in ("user", "assistant")
-        )
-        text = asyncio.run(expert.complete(ChatRequest(convo))).text
-        return Reply(text, usage=U(input_tokens=1000, output_tokens=100))
-
-    # $10 per 1M tokens both ways: each root call costs exactly $0.011.
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"models": {"openai/priced": {"input": 10.0, "output": 10.0}}}))
-    with LoopbackServer(reply_fn=reply, ttl_s=60) as srv:
-        result = CliRunner().invoke(
-            app,
-            ["eval", "--model", "openai/priced", "--base-url", srv.openai_base_url,
-             "-n", "2", "-r", "2", "--generate", "small:seed=1", "--out", str(tmp_path / "e"),
-             "-q", "--sandbox", "process", "--concurrency", "1", "--prices", str(prices),
-             "--max-cost", "0.02"],
-        )  # fmt: skip
-        requests = srv.request_count
-    assert result.exit_code == 3, result.output
-    # Two calls ($0.022) pass the $0.02 cap: the first rollout's third root call is refused,
-    # and the three rollouts after it never start.
-    assert requests == 2
-    rows = load_results(tmp_path / "e")
-    assert len(rows) == 1
-    assert rows[0].extra["stop_reason"] == "budget" and rows[0].stop_condition == "budget"
-    assert "cost budget spent" in rows[0].extra["stop_detail"]
-    assert "1 of 4 rollouts ran, 1 of them stopped on the budget" in result.output
-    summary = (tmp_path / "e" / "summary.txt").read_text()
-    assert "stopped: the evaluation's --max-cost ($0.0200) was spent ($0.0220)" in summary
+    result, requests = run_max_cost_eval(tmp_path)
+    assert_stopped_on_the_budget(tmp_path, result, requests)
 
 
 @pytest.mark.e2e

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from budget_case import assert_stopped_on_the_budget, run_max_cost_eval
 from clihelp import EXAMPLE, ROOT, run_cli, sigint_default
 from typer.testing import CliRunner
 
@@ -182,44 +183,8 @@ def test_eval_on_ray_gives_the_local_rewards(ray_address: str, tmp_path: Path) -
 def test_eval_max_cost_holds_on_ray_as_it_does_locally(ray_address: str, tmp_path: Path) -> None:
     """tests/test_eval_runner.py's budget case, on Ray: the same calls pass the cap, the same
     rollout stops on it, the same rollouts never start, the same summary line."""
-    from deeprepo.base.chat import ChatRequest, Message, Usage
-    from deeprepo.builtin import make_policy
-    from deeprepo.rl.evals.results import load_results
-    from deeprepo.testing.loopback import LoopbackServer, Reply
-
-    expert = make_policy("expert")
-
-    def reply(route: str, body: dict[str, object]) -> Reply:
-        raw = body.get("messages")
-        msgs = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-        convo = tuple(
-            Message(m["role"], str(m["content"]))
-            for m in msgs
-            if m["role"] in ("user", "assistant")
-        )
-        text = asyncio.run(expert.complete(ChatRequest(convo))).text
-        return Reply(text, usage=Usage(input_tokens=1000, output_tokens=100))
-
-    # $10 per 1M tokens both ways: each root call costs exactly $0.011.
-    prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"models": {"openai/priced": {"input": 10.0, "output": 10.0}}}))
-    with LoopbackServer(reply_fn=reply, ttl_s=60) as srv:
-        result = CliRunner().invoke(
-            app,
-            ["eval", "--model", "openai/priced", "--base-url", srv.openai_base_url,
-             "-n", "2", "-r", "2", "--generate", "small:seed=1", "--out", str(tmp_path / "e"),
-             "-q", "--sandbox", "process", "--concurrency", "1", "--prices", str(prices),
-             "--max-cost", "0.02", "--executor", "ray"],
-        )  # fmt: skip
-        requests = srv.request_count
-    assert result.exit_code == 3, result.output
-    assert requests == 2
-    rows = load_results(tmp_path / "e")
-    assert len(rows) == 1
-    assert rows[0].extra["stop_reason"] == "budget" and rows[0].stop_condition == "budget"
-    assert "1 of 4 rollouts ran, 1 of them stopped on the budget" in result.output
-    summary = (tmp_path / "e" / "summary.txt").read_text()
-    assert "stopped: the evaluation's --max-cost ($0.0200) was spent ($0.0220)" in summary
+    result, requests = run_max_cost_eval(tmp_path, "--executor", "ray")
+    assert_stopped_on_the_budget(tmp_path, result, requests)
 
 
 def test_a_dying_ray_task_fails_its_rollout_and_the_eval_goes_on(
