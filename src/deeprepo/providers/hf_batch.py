@@ -16,10 +16,11 @@ run is not repeatable reply for reply.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Job", "RequestBatcher", "batcher_for", "generate_jobs"]
+__all__ = ["Job", "RequestBatcher", "batcher_for", "cut_reply", "generate_jobs", "left_pad"]
 
 # How long the first waiting request waits for batch-mates: a rollout's next request comes
 # within a second or so of its last reply, a generation takes tens of seconds on a CPU.
@@ -52,12 +53,8 @@ def generate_jobs(loaded: Any, jobs: list[Job]) -> list[list[int]]:
         if temperature > 0
         else {"do_sample": False}
     )
-    width = max(len(j.prompt) for j in jobs)
-    ids = torch.full((len(jobs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(jobs), width), dtype=torch.long)
-    for row, job in enumerate(jobs):
-        ids[row, width - len(job.prompt) :] = torch.tensor(job.prompt, dtype=torch.long)
-        mask[row, width - len(job.prompt) :] = 1
+    ids, mask = left_pad([j.prompt for j in jobs], pad)
+    width = ids.shape[1]
     with loaded.lock, torch.no_grad():
         torch.manual_seed(jobs[0].seed)
         out = loaded.model.generate(
@@ -67,13 +64,32 @@ def generate_jobs(loaded: Any, jobs: list[Job]) -> list[list[int]]:
             pad_token_id=pad,
             **sampling,
         )
-    results: list[list[int]] = []
-    for row, job in enumerate(jobs):
-        new = [int(t) for t in out[row, width:][: job.max_new]]
-        if eos is not None and eos in new:
-            new = new[: new.index(eos) + 1]
-        results.append(new)
-    return results
+    return [
+        cut_reply(out[row, width:].tolist(), job.max_new, eos)[0] for row, job in enumerate(jobs)
+    ]
+
+
+def left_pad(contexts: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
+    """``(input_ids, attention_mask)``: the contexts right-aligned in one ``[batch, width]``
+    tensor, ``pad`` (mask 0) on the left; what a decoder-only ``generate`` batches."""
+    import torch
+
+    width = max(len(c) for c in contexts)
+    ids = torch.full((len(contexts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(contexts), width), dtype=torch.long)
+    for row, context in enumerate(contexts):
+        ids[row, width - len(context) :] = torch.tensor(list(context), dtype=torch.long)
+        mask[row, width - len(context) :] = 1
+    return ids, mask
+
+
+def cut_reply(tokens: list[int], limit: int, eos: int | None) -> tuple[list[int], bool]:
+    """One row of a batch's new tokens, cut to its own ``limit`` and just after its first
+    ``eos`` (the rest is padding, or the batch going on past it); whether it ended by EOS."""
+    kept = tokens[:limit]
+    if eos is not None and eos in kept:
+        return kept[: kept.index(eos) + 1], True
+    return kept, False
 
 
 @dataclass

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from deeprepo.providers.hf_batch import cut_reply, left_pad
+
 __all__ = ["Generated", "SampledLogprobs", "generate_batch", "generate_vllm"]
 
 
@@ -86,12 +88,8 @@ def generate_batch(
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = tokenizer.eos_token_id
-    width = max(len(c) for c in contexts)
-    ids = torch.full((len(contexts), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(contexts), width), dtype=torch.long)
-    for row, context in enumerate(contexts):
-        ids[row, width - len(context) :] = torch.tensor(list(context), dtype=torch.long)
-        mask[row, width - len(context) :] = 1
+    ids, mask = left_pad(contexts, pad)
+    width = ids.shape[1]
     recorder = SampledLogprobs()
     # transformers appends its own warpers (temperature, top-k, ...) after the processors it
     # is given, so the temperature is applied here, before the recorder, and every warper of
@@ -130,14 +128,8 @@ def generate_batch(
     new = sequences[:, width:].cpu()
     results: list[Generated] = []
     for row, limit in enumerate(max_new_tokens):
-        tokens = new[row].tolist()
-        ended = False
-        keep = min(limit, len(tokens))
-        for i, tok in enumerate(tokens[:keep]):
-            if tok == eos:
-                keep, ended = i + 1, True
-                break
-        results.append(Generated(tokens[:keep], chosen[row, :keep].tolist(), ended))
+        kept, ended = cut_reply(new[row].tolist(), limit, eos)
+        results.append(Generated(kept, chosen[row, : len(kept)].tolist(), ended))
     return results
 
 
