@@ -85,16 +85,16 @@ def test_a_50_mb_file_is_skipped_without_being_read(
     (tmp_path / "small.py").write_text("x = 1\n")
     with open(tmp_path / "huge.sql", "wb") as fh:
         fh.truncate(50_000_000)  # sparse: instant to create, no disk used
-    read: list[str] = []
-    real_read = loader_module._read_bytes
+    read: list[int] = []  # the size of each file read from
+    real_read = loader_module._read_fd
 
-    def reading(path: str, limit: int, size_hint: int) -> bytes:
-        read.append(os.path.basename(path))
-        return real_read(path, limit, size_hint)
+    def reading(fd: int, limit: int, size_hint: int) -> bytes:
+        read.append(os.fstat(fd).st_size)
+        return real_read(fd, limit, size_hint)
 
-    monkeypatch.setattr(loader_module, "_read_bytes", reading)
+    monkeypatch.setattr(loader_module, "_read_fd", reading)
     cb = load_codebase(tmp_path)
-    assert read == ["small.py"]  # the size alone decided: not one byte of huge.sql was read
+    assert read == [6]  # small.py: the size alone decided, not one byte of huge.sql was read
     assert reasons(cb) == {"huge.sql": "too-large (50,000,000 bytes > 1,000,000)"}
     # With the limit raised it is read, and its NULs mark it binary.
     assert reasons(load_codebase(tmp_path, max_file_bytes=60_000_000)) == {"huge.sql": "binary"}
@@ -154,14 +154,14 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason(
         assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
 
     # The same failure, simulated so that it holds whoever runs the tests.
-    real_read: Callable[[str, int, int], bytes] = loader_module._read_bytes
+    real_open: Callable[[str], int] = loader_module._open_file
 
-    def denying_read(path: str, limit: int, size_hint: int) -> bytes:
+    def denying_open(path: str) -> int:
         if path.endswith("locked.py"):
             raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real_read(path, limit, size_hint)
+        return real_open(path)
 
-    monkeypatch.setattr(loader_module, "_read_bytes", denying_read)
+    monkeypatch.setattr(loader_module, "_open_file", denying_open)
     cb = load_codebase(tmp_path)
     assert list(cb.files) == ["ok.py"]
     assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}

@@ -172,7 +172,7 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: 
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
                     else:
-                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False))
+                        _load_file(acc, rel, entry)
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
@@ -189,16 +189,46 @@ def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _load_file(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
+def _load_file(acc: Accumulator, rel: str, entry: os.DirEntry[str]) -> None:
+    """Load the regular file ``entry`` unless its name, size or links say otherwise.
+
+    The file is opened first and its size and links are read from the open descriptor
+    (``fstat``): one path lookup instead of two (``lstat``, then ``open``), about a fifth of
+    the per-file cost of a walk. Opening reads nothing, and nothing is read before the size
+    and link checks pass."""
     if has_binary_extension(rel):
         acc.skip(rel, "binary")
-    elif st.st_size > acc.max_file_bytes:
-        acc.too_large(rel, st.st_size)
-    elif st.st_nlink > 1:
-        # A hard link: its other names may be outside the root (decided after the walk).
-        acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
-    else:
-        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
+        return
+    try:
+        fd = _open_file(entry.path)
+    except OSError:
+        # A file that cannot be opened is still too large or a hard link first, as when
+        # its size and links were looked at before opening it.
+        st = entry.stat(follow_symlinks=False)
+        if st.st_size > acc.max_file_bytes:
+            acc.too_large(rel, st.st_size)
+        elif st.st_nlink > 1:
+            _defer_hard_link(acc, rel, entry.path, st)
+        else:
+            raise
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or device since the listing
+            acc.skip(rel, "not-a-regular-file")
+        elif st.st_size > acc.max_file_bytes:
+            acc.too_large(rel, st.st_size)
+        elif st.st_nlink > 1:
+            _defer_hard_link(acc, rel, entry.path, st)
+        else:
+            acc.add(rel, _read_fd(fd, acc.max_file_bytes + 1, st.st_size))
+    finally:
+        os.close(fd)
+
+
+def _defer_hard_link(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
+    # A hard link: its other names may be outside the root (decided after the walk).
+    acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
 
 
 def _settle_hard_links(acc: Accumulator) -> None:
@@ -241,15 +271,14 @@ def _load_symlink(acc: Accumulator, rel: str, abs_path: str, root: str) -> None:
         acc.skip(rel, inside_reason(Path(os.path.relpath(target, root)).as_posix()))
 
 
-def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
-    """Read at most ``limit`` bytes of a file with raw ``os`` calls (little per-file overhead).
+def _open_file(path: str) -> int:
+    """Open a file to read without following a symlink or blocking on a FIFO."""
+    return os.open(path, OPEN_FLAGS)
 
-    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
-    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
-    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
-    heap and once doubled the resident memory.
-    """
-    fd = os.open(path, OPEN_FLAGS)
+
+def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
+    """Read at most ``limit`` bytes of a file with raw ``os`` calls (little per-file overhead)."""
+    fd = _open_file(path)
     try:
         return _read_fd(fd, limit, size_hint)
     finally:
@@ -257,6 +286,13 @@ def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
 
 
 def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
+    """Read at most ``limit`` bytes from ``fd``.
+
+    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
+    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
+    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
+    heap and once doubled the resident memory.
+    """
     data = os.read(fd, min(size_hint + 1, limit))
     if len(data) == size_hint or len(data) >= limit:
         return data
