@@ -126,6 +126,20 @@ _GENERATED_NAME = re.compile(
     r"|\.generated\.\w+|\.gen\.\w+|\.designer\.cs|-lock\.json|\.lock)$",
     re.IGNORECASE,
 )
+# What follows the last dot of every name _GENERATED_NAME matches (lower-cased, ASCII), but
+# for its ``.generated.*`` and ``.gen.*`` rows, with what the name must then also hold (the
+# rows' own text, which no case folding changes), or "" when the regex must decide: a name
+# that fails this is not searched (the search cost more than the rest of a file's path rules).
+# A tail that is not ASCII is searched anyway: the regex's case folding matches "ſ" as "s"
+# and "ı" as "i".
+_GENERATED_NAME_TAILS: Final[dict[str, str]] = {
+    ".py": "_pb2",
+    ".pyi": "_pb2",
+    ".go": ".pb.",
+    ".cc": ".pb.",
+    ".h": ".pb.",
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".css", ".map", ".dart", ".cs", ".json", ".lock"), ""),
+}
 _GENERATED_FILES = frozenset({"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock"})
 _TEST_NAME = re.compile(
     r"(?:^test_.*\.py$|^tests?\.py$|_tests?\.py$|^conftest\.py$|_test\.go$|_test\.rb$|_spec\.rb$"
@@ -187,9 +201,9 @@ _GENERATED_HEAD_CHARS = 2048
 # Every marker above holds one of these words, so a head without them cannot match: a plain
 # substring test (a few µs) spares the case-insensitive regex (~100x slower) on the files
 # that are not generated, which is nearly all of them. "do not ed" stops before the "i",
-# which the regex's case folding also matches as "ı" or "İ". Two plain tests, not a loop:
-# this runs once a file.
-_GENERATED_WORD = "generat"
+# which the regex's case folding also matches as "ı" or "İ"; the longer the word, the
+# further each miss lets the search jump. Two plain tests, not a loop: this runs once a file.
+_GENERATED_WORD = "generated"
 _DO_NOT_EDIT_WORD = "do not ed"
 
 
@@ -228,6 +242,18 @@ def is_minified(text: str) -> bool:
     return long_lines * 10 >= min(lines, 200)
 
 
+def _may_be_generated_name(name: str) -> bool:
+    """False when the lower-cased ``name`` cannot match :data:`_GENERATED_NAME`."""
+    dot = name.rfind(".")
+    if dot < 0:  # every row holds a dot
+        return False
+    tail = name[dot:]
+    needs = _GENERATED_NAME_TAILS.get(tail)
+    if needs is not None:
+        return needs in name
+    return not tail.isascii() or ".gen" in name
+
+
 # What a file's directories say, as bits: the same for every file of a directory, so worked
 # out once a directory (a set lookup per part of the path was most of the cost of a scope).
 _IN_VENDORED = 1
@@ -241,10 +267,10 @@ _IN_CONFIG = 64
 
 @functools.lru_cache(maxsize=4096)
 def _dir_flags(dir_path: str) -> int:
-    """The bits of the lower-cased directory part ``dir_path`` of a path (``""``: the top)."""
+    """The bits of the directory part ``dir_path`` of a path (``""``: the top)."""
     if not dir_path:
         return 0
-    dirs = dir_path.split("/")
+    dirs = dir_path.lower().split("/")
     flags = 0
     for bit, names in (
         (_IN_VENDORED, _VENDORED_DIRS),
@@ -268,11 +294,12 @@ def classify_scope(path: str, text: str = "") -> Scope:
 
     With no text (a path the model named, a deleted file), only the path decides.
     """
-    lowered = path.lower()
-    cut = lowered.rfind("/")
-    name = lowered[cut + 1 :]
-    real_name = path[path.rfind("/") + 1 :]
-    flags = _dir_flags(lowered[:cut]) if cut >= 0 else 0
+    cut = path.rfind("/")
+    real_name = path[cut + 1 :]
+    # Lower-casing the parts one by one gives what lower-casing the path gives: "/" is cased
+    # by nothing and breaks every case context (a final sigma's included).
+    name = real_name.lower()
+    flags = _dir_flags(path[:cut]) if cut >= 0 else 0
     # posixpath.splitext's extension: leading dots start none.
     stem = name.lstrip(".")
     dot = stem.rfind(".")
@@ -285,7 +312,7 @@ def classify_scope(path: str, text: str = "") -> Scope:
     if (
         flags & _IN_GENERATED
         or name in _GENERATED_FILES
-        or _GENERATED_NAME.search(name)
+        or (_may_be_generated_name(name) and _GENERATED_NAME.search(name))
         or (text and _has_generated_mark(text))
         or (minifiable and is_minified(text))
     ):
