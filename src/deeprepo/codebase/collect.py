@@ -63,7 +63,7 @@ class Accumulator:
             return
         text: str | None = None
         newlines = -1  # counted on the bytes where that is exact: faster than on the str
-        if data[:2] in _UTF16_BOMS:
+        if data.startswith(_UTF16_BOMS):
             # UTF-16 text is full of NULs; its BOM is the only sign it is text.
             try:
                 text = data.decode("utf-16")

@@ -145,11 +145,20 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: 
                     break
         for entry in entries:
             name = entry.name
-            rel = clean_name(acc, prefix + name)
+            rel = prefix + name
+            if not rel.isascii():  # the check clean_name starts with, spared a call a file
+                rel = clean_name(acc, rel)
             try:
                 if name in VCS_DIRS:  # also a `.git` file, as in worktrees and submodules
                     continue
-                if entry.is_symlink():
+                # Regular files first: most entries are, and the three kinds exclude each other
+                # (no link is followed), so the order only spares calls.
+                if entry.is_file(follow_symlinks=False):
+                    if specs and _ignored(specs, rel, False):
+                        acc.ignored += 1
+                    else:
+                        _load_file(acc, rel, entry)
+                elif entry.is_symlink():
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
                     else:
@@ -168,11 +177,6 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: 
                         else:
                             seen_dirs.add(key)
                             stack.append((rel + "/", entry.path, specs))
-                elif entry.is_file(follow_symlinks=False):
-                    if specs and _ignored(specs, rel, False):
-                        acc.ignored += 1
-                    else:
-                        _load_file(acc, rel, entry)
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
