@@ -27,6 +27,7 @@ from deeprepo.codebase.collect import (
     inside_reason,
     os_reason,
 )
+from deeprepo.codebase.collect import read_fd as _read_fd  # a seam the tests hook
 from deeprepo.codebase.ignore import IgnoreRules
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
@@ -108,7 +109,7 @@ def load_codebase(
     if run_note is not None:
         acc.notes.append(run_note)
     if not acc.files:
-        raise CodebaseError(_empty_message(path, acc, len(runs.skipped)))
+        raise CodebaseError(acc.empty_message(path, len(runs.skipped)))
     return _assemble(root.name or str(root), acc, revision, runs.skipped)
 
 
@@ -289,28 +290,6 @@ def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
         os.close(fd)
 
 
-def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
-    """Read at most ``limit`` bytes from ``fd``.
-
-    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
-    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
-    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
-    heap and once doubled the resident memory.
-    """
-    data = os.read(fd, min(size_hint + 1, limit))
-    if len(data) == size_hint or len(data) >= limit:
-        return data
-    chunks = [data]
-    got = len(data)
-    while got < limit:
-        chunk = os.read(fd, min(limit - got, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
 def _own_specs(acc: Accumulator, root: str) -> _Specs:
     """``.git/info/exclude`` when ``root`` is the top of its repository. Ignore rules of an
     enclosing repository are not the target's: a project generated into (or cloned into) a
@@ -455,21 +434,3 @@ def _assemble(
         ignored=acc.ignored,
         run_folders=run_folders,
     )
-
-
-def _empty_message(path: str | Path, acc: Accumulator, run_folders: int = 0) -> str:
-    kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
-    parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
-    detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
-    if acc.ignored:
-        detail += f"; {acc.ignored} ignored by .gitignore"
-    if run_folders:
-        detail += f"; {run_folders} run folder(s) of deeprepo's own outputs left out"
-    hints = ["pass the directory that holds the source code"]
-    if kinds.get("too-large"):
-        hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
-    if kinds.get("hard-link"):
-        hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
-    if acc.ignored:
-        hints.append("or pass --no-gitignore (respect_gitignore=False)")
-    return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)
