@@ -167,6 +167,50 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason(
     assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
 
 
+def test_a_file_that_cannot_be_opened_still_reports_its_size_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are opened before their size is read (from the descriptor); one that cannot be
+    opened is still reported too large when it is, as when its size was looked at first."""
+    (tmp_path / "ok.py").write_text("ok = 1\n")
+    with open(tmp_path / "huge.sql", "wb") as fh:
+        fh.truncate(5_000_000)
+    real_open: Callable[[str], int] = loader_module._open_file
+
+    def denying_open(path: str) -> int:
+        if path.endswith("huge.sql"):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path)
+
+    monkeypatch.setattr(loader_module, "_open_file", denying_open)
+    assert reasons(load_codebase(tmp_path)) == {
+        "huge.sql": "too-large (5,000,000 bytes > 1,000,000)"
+    }
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_file_swapped_for_a_fifo_after_the_listing_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regular file replaced by a FIFO between the listing and the open (a race a writer
+    of the repository can win) is opened without blocking and listed, never read."""
+    (tmp_path / "ok.py").write_text("ok = 1\n")
+    swapped = tmp_path / "swapped.py"
+    swapped.write_text("x = 1\n")
+    real_open: Callable[[str], int] = loader_module._open_file
+
+    def swapping_open(path: str) -> int:
+        if path.endswith("swapped.py"):
+            os.unlink(path)
+            os.mkfifo(path)
+        return real_open(path)
+
+    monkeypatch.setattr(loader_module, "_open_file", swapping_open)
+    cb = load_codebase(tmp_path)
+    assert list(cb.files) == ["ok.py"]
+    assert reasons(cb) == {"swapped.py": "not-a-regular-file"}
+
+
 def test_a_directory_that_cannot_be_listed_is_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
