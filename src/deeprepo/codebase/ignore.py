@@ -14,8 +14,10 @@ choice points are cheap and bounded:
   same way (leftmost, atomic); only the last ``**`` backtracks, over segment boundaries.
 
 Matching is therefore polynomial (about path length × pattern length per rule), never
-exponential. A combined regex of every rule screens each path first, so a path that no rule
-matches (most of them) costs one regex call.
+exponential. Rules of one segment glob and no inner slash (``*.log``, ``build/``) match at
+any depth, so they are matched against the path's last segment alone; a combined regex of
+those rules (on the last segment) and one of the rest (on the path) screen each path first,
+so a path that no rule matches (most of them) costs two regex calls.
 
 Semantics are git's (checked against ``git ls-files`` in the tests): blank lines and ``#``
 comments, ``\\`` escapes, trailing spaces, ``!`` negation, a leading or middle ``/`` anchoring
