@@ -32,12 +32,12 @@ pytestmark = pytest.mark.e2e
 DENY_READ = """
 import errno, sys
 from deeprepo.codebase import loader
-real = loader._read_bytes
-def deny(path, limit, size_hint):
+real = loader._open_file
+def deny(path):
     if path.endswith("locked.py"):
         raise PermissionError(errno.EACCES, "Permission denied", path)
-    return real(path, limit, size_hint)
-loader._read_bytes = deny
+    return real(path)
+loader._open_file = deny
 from deeprepo.cli.app import main
 sys.argv = ["deeprepo", *sys.argv[1:]]
 main()

@@ -85,16 +85,16 @@ def test_a_50_mb_file_is_skipped_without_being_read(
     (tmp_path / "small.py").write_text("x = 1\n")
     with open(tmp_path / "huge.sql", "wb") as fh:
         fh.truncate(50_000_000)  # sparse: instant to create, no disk used
-    read: list[str] = []
-    real_read = loader_module._read_bytes
+    read: list[int] = []  # the size of each file read from
+    real_read = loader_module._read_fd
 
-    def reading(path: str, limit: int, size_hint: int) -> bytes:
-        read.append(os.path.basename(path))
-        return real_read(path, limit, size_hint)
+    def reading(fd: int, limit: int, size_hint: int) -> bytes:
+        read.append(os.fstat(fd).st_size)
+        return real_read(fd, limit, size_hint)
 
-    monkeypatch.setattr(loader_module, "_read_bytes", reading)
+    monkeypatch.setattr(loader_module, "_read_fd", reading)
     cb = load_codebase(tmp_path)
-    assert read == ["small.py"]  # the size alone decided: not one byte of huge.sql was read
+    assert read == [6]  # small.py: the size alone decided, not one byte of huge.sql was read
     assert reasons(cb) == {"huge.sql": "too-large (50,000,000 bytes > 1,000,000)"}
     # With the limit raised it is read, and its NULs mark it binary.
     assert reasons(load_codebase(tmp_path, max_file_bytes=60_000_000)) == {"huge.sql": "binary"}
@@ -154,17 +154,61 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason(
         assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
 
     # The same failure, simulated so that it holds whoever runs the tests.
-    real_read: Callable[[str, int, int], bytes] = loader_module._read_bytes
+    real_open: Callable[[str], int] = loader_module._open_file
 
-    def denying_read(path: str, limit: int, size_hint: int) -> bytes:
+    def denying_open(path: str) -> int:
         if path.endswith("locked.py"):
             raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real_read(path, limit, size_hint)
+        return real_open(path)
 
-    monkeypatch.setattr(loader_module, "_read_bytes", denying_read)
+    monkeypatch.setattr(loader_module, "_open_file", denying_open)
     cb = load_codebase(tmp_path)
     assert list(cb.files) == ["ok.py"]
     assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
+
+
+def test_a_file_that_cannot_be_opened_still_reports_its_size_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are opened before their size is read (from the descriptor); one that cannot be
+    opened is still reported too large when it is, as when its size was looked at first."""
+    (tmp_path / "ok.py").write_text("ok = 1\n")
+    with open(tmp_path / "huge.sql", "wb") as fh:
+        fh.truncate(5_000_000)
+    real_open: Callable[[str], int] = loader_module._open_file
+
+    def denying_open(path: str) -> int:
+        if path.endswith("huge.sql"):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path)
+
+    monkeypatch.setattr(loader_module, "_open_file", denying_open)
+    assert reasons(load_codebase(tmp_path)) == {
+        "huge.sql": "too-large (5,000,000 bytes > 1,000,000)"
+    }
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
+def test_a_file_swapped_for_a_fifo_after_the_listing_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regular file replaced by a FIFO between the listing and the open (a race a writer
+    of the repository can win) is opened without blocking and listed, never read."""
+    (tmp_path / "ok.py").write_text("ok = 1\n")
+    swapped = tmp_path / "swapped.py"
+    swapped.write_text("x = 1\n")
+    real_open: Callable[[str], int] = loader_module._open_file
+
+    def swapping_open(path: str) -> int:
+        if path.endswith("swapped.py"):
+            os.unlink(path)
+            os.mkfifo(path)
+        return real_open(path)
+
+    monkeypatch.setattr(loader_module, "_open_file", swapping_open)
+    cb = load_codebase(tmp_path)
+    assert list(cb.files) == ["ok.py"]
+    assert reasons(cb) == {"swapped.py": "not-a-regular-file"}
 
 
 def test_a_directory_that_cannot_be_listed_is_skipped(

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections import Counter
+from pathlib import Path
 
 from deeprepo.codebase.model import SkippedFile
 
@@ -16,6 +18,7 @@ __all__ = [
     "clean_name",
     "inside_reason",
     "os_reason",
+    "read_fd",
 ]
 
 #: Bytes inspected for a NUL when deciding that a file is binary (git uses the same 8 KiB).
@@ -63,7 +66,7 @@ class Accumulator:
             return
         text: str | None = None
         newlines = -1  # counted on the bytes where that is exact: faster than on the str
-        if data[:2] in _UTF16_BOMS:
+        if data.startswith(_UTF16_BOMS):
             # UTF-16 text is full of NULs; its BOM is the only sign it is text.
             try:
                 text = data.decode("utf-16")
@@ -84,6 +87,24 @@ class Accumulator:
         self.files[path] = text
         self.lines += newlines + (0 if not text or text.endswith("\n") else 1)
 
+    def empty_message(self, path: str | Path, run_folders: int = 0) -> str:
+        """The error's text when a load kept no file: what was skipped, and what to do."""
+        kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in self.skipped)
+        parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
+        detail = f"{len(self.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
+        if self.ignored:
+            detail += f"; {self.ignored} ignored by .gitignore"
+        if run_folders:
+            detail += f"; {run_folders} run folder(s) of deeprepo's own outputs left out"
+        hints = ["pass the directory that holds the source code"]
+        if kinds.get("too-large"):
+            hints.append(f"raise max_file_bytes (now {self.max_file_bytes:,})")
+        if kinds.get("hard-link"):
+            hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
+        if self.ignored:
+            hints.append("or pass --no-gitignore (respect_gitignore=False)")
+        return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)
+
 
 def _decode(data: bytes) -> str | None:
     """Strict UTF-8 (a leading BOM dropped), or ``None`` when the bytes are not UTF-8."""
@@ -93,6 +114,28 @@ def _decode(data: bytes) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+def read_fd(fd: int, limit: int, size_hint: int) -> bytes:
+    """Read at most ``limit`` bytes from ``fd``.
+
+    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
+    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
+    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
+    heap and once doubled the resident memory.
+    """
+    data = os.read(fd, min(size_hint + 1, limit))
+    if len(data) == size_hint or len(data) >= limit:
+        return data
+    chunks = [data]
+    got = len(data)
+    while got < limit:
+        chunk = os.read(fd, min(limit - got, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 def inside_reason(target: str) -> str:

@@ -14,8 +14,10 @@ choice points are cheap and bounded:
   same way (leftmost, atomic); only the last ``**`` backtracks, over segment boundaries.
 
 Matching is therefore polynomial (about path length × pattern length per rule), never
-exponential. A combined regex of every rule screens each path first, so a path that no rule
-matches (most of them) costs one regex call.
+exponential. Rules of one segment glob and no inner slash (``*.log``, ``build/``) match at
+any depth, so they are matched against the path's last segment alone; a combined regex of
+those rules (on the last segment) and one of the rest (on the path) screen each path first,
+so a path that no rule matches (most of them) costs two regex calls.
 
 Semantics are git's (checked against ``git ls-files`` in the tests): blank lines and ``#``
 comments, ``\\`` escapes, trailing spaces, ``!`` negation, a leading or middle ``/`` anchoring
@@ -61,6 +63,7 @@ class _Rule(NamedTuple):
     regex: re.Pattern[str]
     ignore: bool  # False for a negated (``!``) rule
     dir_only: bool
+    by_name: bool  # matched against the last segment alone (see _parse)
 
 
 class IgnoreRules:
@@ -68,7 +71,7 @@ class IgnoreRules:
 
     def __init__(self, lines: Iterable[str]) -> None:
         rules: list[_Rule] = []
-        sources: list[str] = []
+        sources: dict[bool, list[str]] = {False: [], True: []}  # by_name -> regex sources
         #: (line number, text, why) of each line that is not a valid pattern; it is skipped.
         self.invalid: list[tuple[int, str, str]] = []
         for number, line in enumerate(lines, 1):
@@ -78,12 +81,13 @@ class IgnoreRules:
                 self.invalid.append((number, line, str(exc)))
                 continue
             if parsed is not None:
-                source, ignore, dir_only = parsed
-                rules.append(_Rule(re.compile(source), ignore, dir_only))
-                sources.append(source)
+                source, ignore, dir_only, by_name = parsed
+                rules.append(_Rule(re.compile(source), ignore, dir_only, by_name))
+                sources[by_name].append(source)
         self._rules = tuple(rules)
-        # One call rules out every rule for the many paths that none names.
-        self._screen = re.compile("|".join(f"(?:{s})" for s in sources)) if sources else None
+        # One call each rules out every rule for the many paths that none names.
+        self._name_screen = _screen(sources[True])
+        self._path_screen = _screen(sources[False])
 
     def __len__(self) -> int:
         return len(self._rules)
@@ -93,16 +97,30 @@ class IgnoreRules:
         negated rule re-includes it, ``None`` if no rule names it. The last matching rule
         wins. Parent directories are not looked at: the walk never enters an ignored one."""
         full = path + "/"
-        if self._screen is None or self._screen.fullmatch(full) is None:
+        name = full[path.rfind("/") + 1 :]  # the last segment and its slash
+        if (self._name_screen is None or self._name_screen.fullmatch(name) is None) and (
+            self._path_screen is None or self._path_screen.fullmatch(full) is None
+        ):
             return None
         for rule in reversed(self._rules):
-            if (is_dir or not rule.dir_only) and rule.regex.fullmatch(full) is not None:
+            if (is_dir or not rule.dir_only) and rule.regex.fullmatch(
+                name if rule.by_name else full
+            ) is not None:
                 return rule.ignore
         return None
 
 
-def _parse(line: str) -> tuple[str, bool, bool] | None:
-    """One ignore-file line → (regex source, ignore, directories only), or ``None``."""
+def _screen(sources: list[str]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{s})" for s in sources)) if sources else None
+
+
+def _parse(line: str) -> tuple[str, bool, bool, bool] | None:
+    """One ignore-file line → (regex source, ignore, directories only, by name), or ``None``.
+
+    A rule of one segment glob and no slash but a trailing one (``*.log``, ``build/``: most
+    lines of a real ``.gitignore``) matches at any depth, so it is compiled for the path's
+    last segment alone (``name/``): the same answers, since a segment glob never matches a
+    ``/``, without trying the rule at every segment of the path."""
     line = line.rstrip("\r\n")
     # Trailing spaces are dropped unless escaped with a backslash.
     while line.endswith(" ") and not line.endswith("\\ "):
@@ -120,13 +138,20 @@ def _parse(line: str) -> tuple[str, bool, bool] | None:
         line = line.lstrip("/")
         quirk = _after_literal_prefix(line)
         if quirk is not None:
-            return quirk, ignore, dir_only
+            return quirk, ignore, dir_only, False
     segments = [s for s in line.split("/") if s]
     if not segments:
         return None
     if not anchored:
+        if not _is_double_star(segments[0]):
+            return _segment(segments[0]) + "/", ignore, dir_only, True
         segments.insert(0, "**")  # matches at any depth
-    return _translate(segments), ignore, dir_only
+    return _translate(segments), ignore, dir_only, False
+
+
+def _is_double_star(segment: str) -> bool:
+    """A whole segment of two stars or more is ``**``."""
+    return len(segment) >= 2 and not segment.strip("*")
 
 
 def _after_literal_prefix(body: str) -> str | None:
@@ -154,7 +179,7 @@ def _translate(segments: list[str]) -> str:
     # Chunks of segment globs between the ``**`` markers.
     chunks: list[list[str]] = [[]]
     for seg in segments:
-        if len(seg) >= 2 and not seg.strip("*"):  # a whole segment of stars is ``**``
+        if _is_double_star(seg):
             if chunks[-1] or len(chunks) == 1:
                 chunks.append([])
             # ``**/**`` is one ``**``: nothing to add.

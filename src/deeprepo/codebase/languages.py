@@ -186,9 +186,13 @@ def extension(path: str) -> str:
 
     Written out because the loader asks for every file and ``splitext`` costs several times more.
     """
-    name = path[path.rfind("/") + 1 :].lstrip(".")  # a leading dot starts no extension
-    dot = name.rfind(".")
-    return name[dot:].lower() if dot != -1 else ""
+    start = path.rfind("/") + 1
+    dot = path.rfind(".")
+    if dot <= start:  # no dot in the name, or only the one that starts it
+        return ""
+    if path[start] == "." and not path[start:dot].strip("."):
+        return ""  # leading dots start no extension (``..bashrc``)
+    return path[dot:].lower()
 
 
 def language_of(path: str) -> str | None:
@@ -225,7 +229,7 @@ def find_entry_points(files: Mapping[str, str], not_parsed: list[str] | None = N
     notes: list[str] = [] if not_parsed is None else not_parsed
     found: set[str] = set()
     for path, text in files.items():
-        name = posixpath.basename(path)
+        name = path[path.rfind("/") + 1 :]
         if name in ENTRY_POINT_NAMES or (
             name.endswith(".py") and "__main__" in text and _MAIN_GUARD.search(text)
         ):

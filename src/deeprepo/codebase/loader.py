@@ -27,6 +27,7 @@ from deeprepo.codebase.collect import (
     inside_reason,
     os_reason,
 )
+from deeprepo.codebase.collect import read_fd as _read_fd  # a seam the tests hook
 from deeprepo.codebase.ignore import IgnoreRules
 from deeprepo.codebase.languages import (
     JUNK_DIRS,
@@ -108,7 +109,7 @@ def load_codebase(
     if run_note is not None:
         acc.notes.append(run_note)
     if not acc.files:
-        raise CodebaseError(_empty_message(path, acc, len(runs.skipped)))
+        raise CodebaseError(acc.empty_message(path, len(runs.skipped)))
     return _assemble(root.name or str(root), acc, revision, runs.skipped)
 
 
@@ -145,11 +146,20 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: 
                     break
         for entry in entries:
             name = entry.name
-            rel = clean_name(acc, prefix + name)
+            rel = prefix + name
+            if not rel.isascii():  # the check clean_name starts with, spared a call a file
+                rel = clean_name(acc, rel)
             try:
                 if name in VCS_DIRS:  # also a `.git` file, as in worktrees and submodules
                     continue
-                if entry.is_symlink():
+                # Regular files first: most entries are, and the three kinds exclude each other
+                # (no link is followed), so the order only spares calls.
+                if entry.is_file(follow_symlinks=False):
+                    if specs and _ignored(specs, rel, False):
+                        acc.ignored += 1
+                    else:
+                        _load_file(acc, rel, entry)
+                elif entry.is_symlink():
                     if specs and _ignored(specs, rel, False):
                         acc.ignored += 1
                     else:
@@ -168,11 +178,6 @@ def _walk_directory(acc: Accumulator, root: str, respect_gitignore: bool, runs: 
                         else:
                             seen_dirs.add(key)
                             stack.append((rel + "/", entry.path, specs))
-                elif entry.is_file(follow_symlinks=False):
-                    if specs and _ignored(specs, rel, False):
-                        acc.ignored += 1
-                    else:
-                        _load_file(acc, rel, entry.path, entry.stat(follow_symlinks=False))
                 else:
                     acc.skip(rel, "not-a-regular-file")
             except OSError as exc:  # vanished mid-walk, name too long, I/O error
@@ -189,16 +194,46 @@ def _dir_key(entry: os.DirEntry[str]) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _load_file(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
+def _load_file(acc: Accumulator, rel: str, entry: os.DirEntry[str]) -> None:
+    """Load the regular file ``entry`` unless its name, size or links say otherwise.
+
+    The file is opened first and its size and links are read from the open descriptor
+    (``fstat``): one path lookup instead of two (``lstat``, then ``open``), ~1.8 µs of the
+    ~15 µs a file of a walk here. Opening reads nothing, and nothing is read before the size
+    and link checks pass."""
     if has_binary_extension(rel):
         acc.skip(rel, "binary")
-    elif st.st_size > acc.max_file_bytes:
-        acc.too_large(rel, st.st_size)
-    elif st.st_nlink > 1:
-        # A hard link: its other names may be outside the root (decided after the walk).
-        acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
-    else:
-        acc.add(rel, _read_bytes(abs_path, acc.max_file_bytes + 1, st.st_size))
+        return
+    try:
+        fd = _open_file(entry.path)
+    except OSError:
+        # A file that cannot be opened is still too large or a hard link first, as when
+        # its size and links were looked at before opening it.
+        st = entry.stat(follow_symlinks=False)
+        if st.st_size > acc.max_file_bytes:
+            acc.too_large(rel, st.st_size)
+        elif st.st_nlink > 1:
+            _defer_hard_link(acc, rel, entry.path, st)
+        else:
+            raise
+        return
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or device since the listing
+            acc.skip(rel, "not-a-regular-file")
+        elif st.st_size > acc.max_file_bytes:
+            acc.too_large(rel, st.st_size)
+        elif st.st_nlink > 1:
+            _defer_hard_link(acc, rel, entry.path, st)
+        else:
+            acc.add(rel, _read_fd(fd, acc.max_file_bytes + 1, st.st_size))
+    finally:
+        os.close(fd)
+
+
+def _defer_hard_link(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
+    # A hard link: its other names may be outside the root (decided after the walk).
+    acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
 
 
 def _settle_hard_links(acc: Accumulator) -> None:
@@ -241,34 +276,18 @@ def _load_symlink(acc: Accumulator, rel: str, abs_path: str, root: str) -> None:
         acc.skip(rel, inside_reason(Path(os.path.relpath(target, root)).as_posix()))
 
 
-def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
-    """Read at most ``limit`` bytes of a file with raw ``os`` calls (little per-file overhead).
+def _open_file(path: str) -> int:
+    """Open a file to read without following a symlink or blocking on a FIFO."""
+    return os.open(path, OPEN_FLAGS)
 
-    One ``read`` of ``size_hint + 1`` bytes usually settles it: getting exactly ``size_hint``
-    bytes means the end of the file. Only a file that changed since ``stat`` (or a short read)
-    takes the loop, and no read asks for more than it can use: big spare buffers fragment the
-    heap and once doubled the resident memory.
-    """
-    fd = os.open(path, OPEN_FLAGS)
+
+def _read_bytes(path: str, limit: int, size_hint: int) -> bytes:
+    """Read at most ``limit`` bytes of a file with raw ``os`` calls (little per-file overhead)."""
+    fd = _open_file(path)
     try:
         return _read_fd(fd, limit, size_hint)
     finally:
         os.close(fd)
-
-
-def _read_fd(fd: int, limit: int, size_hint: int) -> bytes:
-    data = os.read(fd, min(size_hint + 1, limit))
-    if len(data) == size_hint or len(data) >= limit:
-        return data
-    chunks = [data]
-    got = len(data)
-    while got < limit:
-        chunk = os.read(fd, min(limit - got, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def _own_specs(acc: Accumulator, root: str) -> _Specs:
@@ -415,21 +434,3 @@ def _assemble(
         ignored=acc.ignored,
         run_folders=run_folders,
     )
-
-
-def _empty_message(path: str | Path, acc: Accumulator, run_folders: int = 0) -> str:
-    kinds = Counter(s.reason.split(" ")[0].split(":")[0] for s in acc.skipped)
-    parts = [f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))]
-    detail = f"{len(acc.skipped)} skipped" + (f": {', '.join(parts)}" if parts else "")
-    if acc.ignored:
-        detail += f"; {acc.ignored} ignored by .gitignore"
-    if run_folders:
-        detail += f"; {run_folders} run folder(s) of deeprepo's own outputs left out"
-    hints = ["pass the directory that holds the source code"]
-    if kinds.get("too-large"):
-        hints.append(f"raise max_file_bytes (now {acc.max_file_bytes:,})")
-    if kinds.get("hard-link"):
-        hints.append("copy a tree of hard links (`cp -al`, a backup) with `cp -r` first")
-    if acc.ignored:
-        hints.append("or pass --no-gitignore (respect_gitignore=False)")
-    return f"{path} has no text files to analyse ({detail}); " + ", ".join(hints)

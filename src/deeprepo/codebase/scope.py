@@ -26,7 +26,7 @@ findings count in a report's headline; the rest are listed apart, with their cou
 
 from __future__ import annotations
 
-import posixpath
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -126,6 +126,20 @@ _GENERATED_NAME = re.compile(
     r"|\.generated\.\w+|\.gen\.\w+|\.designer\.cs|-lock\.json|\.lock)$",
     re.IGNORECASE,
 )
+# What follows the last dot of every name _GENERATED_NAME matches (lower-cased, ASCII), but
+# for its ``.generated.*`` and ``.gen.*`` rows, with what the name must then also hold (the
+# rows' own text, which no case folding changes), or "" when the regex must decide: a name
+# that fails this is not searched (the search cost more than the rest of a file's path rules).
+# A tail that is not ASCII is searched anyway: the regex's case folding matches "ſ" as "s"
+# and "ı" as "i".
+_GENERATED_NAME_TAILS: Final[dict[str, str]] = {
+    ".py": "_pb2",
+    ".pyi": "_pb2",
+    ".go": ".pb.",
+    ".cc": ".pb.",
+    ".h": ".pb.",
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".css", ".map", ".dart", ".cs", ".json", ".lock"), ""),
+}
 _GENERATED_FILES = frozenset({"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "poetry.lock"})
 _TEST_NAME = re.compile(
     r"(?:^test_.*\.py$|^tests?\.py$|_tests?\.py$|^conftest\.py$|_test\.go$|_test\.rb$|_spec\.rb$"
@@ -187,14 +201,16 @@ _GENERATED_HEAD_CHARS = 2048
 # Every marker above holds one of these words, so a head without them cannot match: a plain
 # substring test (a few µs) spares the case-insensitive regex (~100x slower) on the files
 # that are not generated, which is nearly all of them. "do not ed" stops before the "i",
-# which the regex's case folding also matches as "ı" or "İ".
-_GENERATED_WORDS = ("generat", "do not ed")
+# which the regex's case folding also matches as "ı" or "İ"; the longer the word, the
+# further each miss lets the search jump. Two plain tests, not a loop: this runs once a file.
+_GENERATED_WORD = "generated"
+_DO_NOT_EDIT_WORD = "do not ed"
 
 
 def _has_generated_mark(text: str) -> bool:
     head = text[:_GENERATED_HEAD_CHARS]
     folded = head.lower()
-    if not any(word in folded for word in _GENERATED_WORDS):
+    if _GENERATED_WORD not in folded and _DO_NOT_EDIT_WORD not in folded:
         return False
     return _GENERATED_MARK.search(head) is not None
 
@@ -226,46 +242,92 @@ def is_minified(text: str) -> bool:
     return long_lines * 10 >= min(lines, 200)
 
 
+def _may_be_generated_name(name: str) -> bool:
+    """False when the lower-cased ``name`` cannot match :data:`_GENERATED_NAME`."""
+    dot = name.rfind(".")
+    if dot < 0:  # every row holds a dot
+        return False
+    tail = name[dot:]
+    needs = _GENERATED_NAME_TAILS.get(tail)
+    if needs is not None:
+        return needs in name
+    return not tail.isascii() or ".gen" in name
+
+
+# What a file's directories say, as bits: the same for every file of a directory, so worked
+# out once a directory (a set lookup per part of the path was most of the cost of a scope).
+_IN_VENDORED = 1
+_IN_ASSETS = 2
+_IN_GENERATED = 4
+_IN_TEST = 8
+_IN_EXAMPLE = 16
+_IN_DOCS = 32
+_IN_CONFIG = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def _dir_flags(dir_path: str) -> int:
+    """The bits of the directory part ``dir_path`` of a path (``""``: the top)."""
+    if not dir_path:
+        return 0
+    dirs = dir_path.lower().split("/")
+    flags = 0
+    for bit, names in (
+        (_IN_VENDORED, _VENDORED_DIRS),
+        (_IN_ASSETS, _ASSET_DIRS),
+        (_IN_GENERATED, _GENERATED_DIRS),
+        (_IN_TEST, _TEST_DIRS),
+        (_IN_EXAMPLE, _EXAMPLE_DIRS),
+        (_IN_DOCS, _DOCS_DIRS),
+    ):
+        if not names.isdisjoint(dirs):
+            flags |= bit
+    if dirs[0] in _GENERATED_TOP_DIRS:
+        flags |= _IN_GENERATED
+    if dirs[0] in _CONFIG_DIRS:
+        flags |= _IN_CONFIG
+    return flags
+
+
 def classify_scope(path: str, text: str = "") -> Scope:
     """The scope of the file at relative POSIX ``path`` with content ``text``.
 
     With no text (a path the model named, a deleted file), only the path decides.
     """
-    parts = path.lower().split("/")
-    name = parts[-1]
-    real_name = path.rsplit("/", 1)[-1]
-    dirs = parts[:-1]
-    ext = posixpath.splitext(name)[1]
-    if any(d in _VENDORED_DIRS for d in dirs):
+    cut = path.rfind("/")
+    real_name = path[cut + 1 :]
+    # Lower-casing the parts one by one gives what lower-casing the path gives: "/" is cased
+    # by nothing and breaks every case context (a final sigma's included).
+    name = real_name.lower()
+    flags = _dir_flags(path[:cut]) if cut >= 0 else 0
+    # posixpath.splitext's extension: leading dots start none.
+    stem = name.lstrip(".")
+    dot = stem.rfind(".")
+    ext = stem[dot:] if dot >= 0 else ""
+    if flags & _IN_VENDORED:
+        return "vendored"
+    minifiable = bool(text) and ext in _MINIFIABLE_EXTS
+    if minifiable and flags & _IN_ASSETS and _LIBRARY_BANNER.match(text):
         return "vendored"
     if (
-        text
-        and ext in _MINIFIABLE_EXTS
-        and any(d in _ASSET_DIRS for d in dirs)
-        and _LIBRARY_BANNER.match(text)
-    ):
-        return "vendored"
-    if (
-        name in _GENERATED_FILES
-        or _GENERATED_NAME.search(name)
-        or any(d in _GENERATED_DIRS for d in dirs)
-        or (dirs and dirs[0] in _GENERATED_TOP_DIRS)
+        flags & _IN_GENERATED
+        or name in _GENERATED_FILES
+        or (_may_be_generated_name(name) and _GENERATED_NAME.search(name))
         or (text and _has_generated_mark(text))
-        or (text and ext in _MINIFIABLE_EXTS and is_minified(text))
+        or (minifiable and is_minified(text))
     ):
         return "generated"
-    if any(d in _TEST_DIRS for d in dirs) or _TEST_NAME.search(real_name):
+    if flags & _IN_TEST or _TEST_NAME.search(real_name):
         return "test"
-    if any(d in _EXAMPLE_DIRS for d in dirs):
+    if flags & _IN_EXAMPLE:
         return "example"
-    if any(d in _DOCS_DIRS for d in dirs) or (ext in _DOCS_EXTS and name not in _CONFIG_FILES):
+    if flags & _IN_DOCS or (ext in _DOCS_EXTS and name not in _CONFIG_FILES):
         return "docs"
     if (
-        ext in _CONFIG_EXTS
+        flags & _IN_CONFIG
+        or ext in _CONFIG_EXTS
         or name in _CONFIG_FILES
-        or name.startswith(".env")
-        or name.startswith("dockerfile")
-        or (dirs and dirs[0] in _CONFIG_DIRS)
+        or name.startswith((".env", "dockerfile"))
     ):
         return "config"
     return "source"

@@ -18,6 +18,11 @@ CODE_TAGS = frozenset({"", "python", "py", "python3", "repl", "ipython"})
 def strip_think(text: str) -> str:
     """Remove ``<think>…</think>``; an unclosed ``<think>`` hides the rest, and a lone
     ``</think>`` (the opening tag was in the chat template) hides what precedes it."""
+    lower = text.lower()
+    if "<th" not in lower and "</th" not in lower:
+        # No tag of either kind, in any case the regex folds ("t" and "h" fold to nothing
+        # else): most replies, spared the regex and the searches below (~0.1 ms at 40 KB).
+        return text
     text = _THINK_BLOCK_RE.sub("", text)
     lower = text.lower()
     close = lower.find("</think>")
@@ -33,27 +38,28 @@ def strip_think(text: str) -> str:
 def extract_code_blocks(reply: str) -> list[str]:
     """Return the code of every python/repl/bare fenced block, in order."""
     lines = strip_think(reply).split("\n")
+    # Every fence, opening or closing, holds three backticks: only those lines are looked
+    # at, and a block's body is a slice (a reply is mostly code, ~1,000 lines for the expert).
+    ticks = [k for k, line in enumerate(lines) if "```" in line]
     blocks: list[str] = []
-    i = 0
-    while i < len(lines):
-        m = _FENCE_OPEN_RE.match(lines[i])
+    t = 0
+    while t < len(ticks):
+        start = ticks[t]
+        t += 1
+        m = _FENCE_OPEN_RE.match(lines[start])
         if not m:
-            i += 1
             continue
         fence, tag = m.group(1), m.group(2).lower()
-        body: list[str] = []
-        i += 1
+        end = len(lines)  # a fence left open runs to the end of the reply
         closed = False
-        while i < len(lines):
-            stripped = lines[i].strip()
+        while t < len(ticks):
+            stripped = lines[ticks[t]].strip()
+            t += 1
             if stripped.startswith(fence) and stripped.strip("`") == "":
-                closed = True
-                i += 1
+                end, closed = ticks[t - 1], True
                 break
-            body.append(lines[i])
-            i += 1
         if tag in CODE_TAGS:
-            code = "\n".join(body).strip("\n")
+            code = "\n".join(lines[start + 1 : end]).strip("\n")
             if code.strip():
                 blocks.append(code)
         if not closed:

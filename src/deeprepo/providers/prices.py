@@ -116,6 +116,9 @@ def _models_of(data: Any, where: str) -> dict[str, dict[str, Any]]:
     return models
 
 
+_packaged_table: PriceTable | None = None  # PriceTable.load() without an override, made once
+
+
 class PriceTable:
     """Prices by model spec name; see the module docstring for the file shape."""
 
@@ -125,10 +128,15 @@ class PriceTable:
     @classmethod
     def load(cls, override_path: Path | None = None) -> PriceTable:
         """The packaged table, with ``override_path`` (or ``$DEEPREPO_PRICES``) merged over it."""
-        packaged = resources.files("deeprepo").joinpath("data/prices.json").read_text("utf-8")
-        raw = _models_of(json.loads(packaged), "packaged prices.json")
         if override_path is None and os.environ.get(PRICES_ENV):
             override_path = Path(os.environ[PRICES_ENV])
+        global _packaged_table
+        if override_path is None and _packaged_table is not None and cls is PriceTable:
+            # The packaged file cannot change under a running process, and a table is never
+            # changed once made: every rollout loads one (~1 ms of JSON and records each).
+            return _packaged_table
+        packaged = resources.files("deeprepo").joinpath("data/prices.json").read_text("utf-8")
+        raw = _models_of(json.loads(packaged), "packaged prices.json")
         where = "packaged prices.json"
         if override_path is not None:
             where = str(override_path)
@@ -148,7 +156,10 @@ class PriceTable:
                     base = {k: v for k, v in base.items() if k not in _PROVENANCE}
                     entry = {**entry, "source": f"prices file {override_path}"}
                 raw[name] = {**base, **entry}
-        return cls({name: _to_price(name, entry, where) for name, entry in raw.items()})
+        table = cls({name: _to_price(name, entry, where) for name, entry in raw.items()})
+        if override_path is None and cls is PriceTable:
+            _packaged_table = table
+        return table
 
     def get(self, model_name: str) -> ModelPrice | None:
         """The price of ``model_name``; dated snapshots fall back to their alias."""

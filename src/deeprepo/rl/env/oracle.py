@@ -211,8 +211,9 @@ class OracleWorker:
 
     def _rng(self, view: ShownFile, instruction: str, audit: bool) -> random.Random:
         h = hashlib.sha256(f"{self.seed}\0{view.path}\0{audit}\0{instruction}\0".encode())
-        for n in sorted(view.text):
-            h.update(f"{n}\0{view.text[n]}\n".encode())
+        text = view.text
+        # One update of the joined lines: the same digest as one update a line, in C.
+        h.update("".join([f"{n}\0{text[n]}\n" for n in sorted(text)]).encode())
         return random.Random(int.from_bytes(h.digest()[:8], "big"))
 
     # ------------------------------------------------------------------ the answer
