@@ -57,9 +57,9 @@ def test_shuffled_padding_earns_only_the_half_it_audited(rewards: dict[str, list
 
 
 @pytest.mark.xfail(
-    reason="after size-free placement 66% of bugs (medium) still sit in the larger half of the "
-    "files, against 47% by chance: small files (__init__, tests) never hold one. The route "
-    "audits that half honestly and scores ~0.45, ~0.1 above `half` (issue 19 item 3, open)",
+    reason="bugs now sit in the larger half of the files at about chance (0.41 / 0.48 / 0.48 "
+    "against 0.38 / 0.47 / 0.49, docs/reward.md 'Placement round'), but the route audits that "
+    "half honestly, and on these tasks it still scores ~0.46, as `half` does (issue 19, open)",
     strict=False,
 )
 def test_shuffled_padding_stays_low(rewards: dict[str, list[float]]) -> None:

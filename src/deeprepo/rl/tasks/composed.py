@@ -65,6 +65,22 @@ def restyled(snippet: Snippet, rng: random.Random) -> Snippet:
     return _snippet(recipe, render_marked(recipe, Host(snippet.lang), rng, None))
 
 
+def is_composed(snippet: Snippet) -> bool:
+    """Whether ``snippet`` is a recipe of the compositional catalogue."""
+    return snippet.name in _recipe_named(snippet.lang)
+
+
+def any_section_code(code: str, lang: str) -> str:
+    """A composed snippet's function rewritten to fit a class as well as a module: the
+    section's context then renders it as a method or a function. Planted bugs then go into
+    class files too, as the sprinkled safe ways already do (``composed_safe_uses``)."""
+    if lang == "python":
+        code = re.sub(r"^((?:async )?def \w+\()\)", r"\1«self0»)", code, count=1)
+        return re.sub(r"^((?:async )?def \w+\()(?!«self0»\))", r"\1«selfp»", code, count=1)
+    code = re.sub(r"^async function (\w+\()", r"«afn»\1", code, count=1)
+    return re.sub(r"^function (\w+\()", r"«fn»\1", code, count=1)
+
+
 def _any_section(code: str, lang: str) -> str:
     """A rendered module function rewritten to fit a class as well (``«selfp»``/``«fn»``)."""
     if lang == "python":

@@ -22,7 +22,14 @@ from deeprepo.rl.tasks.extras import add_code_extras, text_extras
 from deeprepo.rl.tasks.flows import renamed
 from deeprepo.rl.tasks.layout import choose_style
 from deeprepo.rl.tasks.naming import DOMAINS, JS_SERVICE_NAMES, project_name, snake_to_kebab
-from deeprepo.rl.tasks.planting import Placed, needed_utils, place, place_twin, plan_snippets
+from deeprepo.rl.tasks.planting import (
+    Placed,
+    needed_utils,
+    place,
+    place_twin,
+    plan_snippets,
+    portable,
+)
 from deeprepo.rl.tasks.project import Project, build_project
 from deeprepo.rl.tasks.realtask import build_real
 from deeprepo.rl.tasks.render import Mark, extract_marks
@@ -92,7 +99,9 @@ def _subproject(
     add_code_extras(proj)
     shuffle_constants(rng, proj)
     placed: list[Placed] = []
-    for i, snip in enumerate(plan):
+    # Snippets tied to a role first: the portable ones' files are drawn to even out the
+    # sizes of the files they took (``planting.by_file``).
+    for i, snip in sorted(enumerate(plan), key=lambda t: portable(t[1])):
         p = place(rng, proj, renamed(snip, rng), f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from deeprepo.rl.tasks.catalogue import snippets
+from deeprepo.rl.tasks.composed import any_section_code, is_composed
 from deeprepo.rl.tasks.flows import renamed, twin_caller
 from deeprepo.rl.tasks.mutate import strip_comments
 from deeprepo.rl.tasks.naming import secret_token
@@ -113,9 +114,22 @@ def portable(snippet: Snippet) -> bool:
 
 def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     """Where ``snippet`` may go: its host role, or for a portable one any function-style module
-    (so the file that holds a bug kind is not fixed by the kind)."""
+    (so the file that holds a bug kind is not fixed by the kind), and for a composed one the
+    classes as well (``composed.any_section_code``)."""
     if not portable(snippet):
         return proj.sections(snippet.host)
+    if is_composed(snippet):
+        # Classes and the app module too: a composed snippet needs no caller, so no export.
+        more = [
+            sec
+            for sid, (_f, sec) in proj.registry.items()
+            if (sec.class_name is not None or sid == "app") and sid.split(":")[0] != "tests"
+        ]
+        return _function_modules(proj) + more
+    return _function_modules(proj)
+
+
+def _function_modules(proj: Project) -> list[Section]:
     # A module alias two sections share (product.model.js and product.validator.js are both
     # "product") would import the wrong one in a caller.
     handles = Counter(
@@ -134,22 +148,91 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     ]
 
 
+_SIZE_BINS = 4
+# About the lines of the one block a file that can hold a function ends up with: a planted
+# one, or the look-alike that ``sprinkle`` gives every such file without one.
+_ONE_BLOCK = 12
+# The roles that take no function, planted or sprinkled (``sprinkle`` shares them).
+NO_FUNCTION_ROLES = frozenset({"tests", "config"})
+
+
+def size_bins(proj: Project) -> dict[str, int]:
+    """Each code file's size quartile among the project's code files, by the length it will
+    have once every file that can hold a function holds its one planted or look-alike
+    block. Taken once, before the first snippet goes in, and kept: re-ranked after each
+    placement, a file that took a block would change quartile and the draw would chase it."""
+    if not proj.size_bins:
+        gets_block = {
+            f.path
+            for sid, (f, _) in proj.registry.items()
+            if sid.split(":")[0] not in NO_FUNCTION_ROLES
+        }
+        renderer = proj.renderer()
+        code = sorted(
+            (
+                (renderer.render(f) if f.lang != "text" else f.text).count("\n")
+                + _ONE_BLOCK * (path in gets_block),
+                path,
+            )
+            for path, f in proj.files.items()
+            if f.lang != "text" or path.endswith(_CODE_EXT)
+        )
+        proj.size_bins = {path: i * _SIZE_BINS // len(code) for i, (_, path) in enumerate(code)}
+    return proj.size_bins
+
+
 def by_file(rng: random.Random, proj: Project, hosts: list[Section]) -> list[Section]:
-    """``hosts`` in an order that draws the file first, uniformly, then a section in it: a
-    file's chance to hold a snippet does not grow with its number of sections (its size)."""
+    """``hosts`` in an order that draws the file first, then a section in it.
+
+    The file is drawn so that the project's planted blocks fall in each size quartile of its
+    code files (:func:`size_bins`) as often as files drawn from all of them would: a
+    quartile's weight is what it lacks of its share of the blocks planted so far, this one
+    included (a quartile with no host gives its share to the nearest one with hosts), spread
+    evenly over its host files. Host roles (helpers, routes, classes) are larger than the
+    files that never host (tests, entry points), and the snippets tied to a role (routes,
+    auth, entity classes) go to large files whatever the draw, so a uniform draw over hosts
+    put most bugs in the larger half (issue 19); the portable snippets, placed after them,
+    make up for it. Files that already hold a planted block come last: a clean file gets
+    one look-alike block (``sprinkle``), so a file with two planted blocks would stand out
+    by size."""
+    quartile = size_bins(proj)
     paths = sorted({proj.registry[sec.id][0].path for sec in hosts})
-    rng.shuffle(paths)
-    rank = {p: i for i, p in enumerate(paths)}
+    hosting = Counter(quartile.get(p, 0) for p in paths)
+    share = dict.fromkeys(hosting, 0.0)
+    for q, count in Counter(quartile.values()).items():
+        share[min(hosting, key=lambda h: (abs(h - q), -h))] += count / len(quartile)
+    planted = {f.path for f, sec in proj.registry.values() if any(b.tag for b in sec.blocks)}
+    placed = Counter(quartile.get(p, 0) for p in planted)
+    lacking = {q: share[q] * (len(planted) + 1) - placed[q] for q in hosting}
+
+    def key(path: str) -> tuple[bool, float]:
+        q = quartile.get(path, 0)
+        # Every quartile with hosts keeps some chance: the draw is not a schedule.
+        weight = max(lacking[q], _FLOOR * share[q]) / hosting[q]
+        # Efraimidis–Spirakis: sorting by u ** (1 / w) is a weighted draw without replacement.
+        return (path in planted, -(rng.random() ** (1.0 / weight)))
+
+    rank = {p: i for i, p in enumerate(sorted(paths, key=key))}
     rng.shuffle(hosts)
     return sorted(hosts, key=lambda sec: rank[proj.registry[sec.id][0].path])
 
 
+_FLOOR = 0.1
+_CODE_EXT = (".py", ".js", ".cjs", ".mjs")
+
+
 def file_keys(proj: Project, sec: Section) -> set[str]:
-    """The filled keys of every block in ``sec``'s file (names already taken there)."""
+    """The filled keys and exported names of every block in ``sec``'s file (names already
+    taken there: a block's key is not always the name it declares, ``run_batch`` declares
+    ``runBatch``)."""
     f = proj.registry[sec.id][0]
-    return {
-        _filled_key(b, s, proj) for _, (g, s) in proj.registry.items() if g is f for b in s.blocks
-    }
+    out: set[str] = set()
+    for _, (g, s) in proj.registry.items():
+        if g is f:
+            for b in s.blocks:
+                out.add(_filled_key(b, s, proj))
+                out.update(fill(e, {**proj.ctx, **s.ctx, **b.ctx}) for e in b.exports)
+    return out
 
 
 def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Placed | None:
@@ -173,6 +256,8 @@ def place(rng: random.Random, proj: Project, snippet: Snippet, tag: str) -> Plac
         ):
             continue
         block = snippet.block.tagged(tag, **secrets)
+        if is_composed(snippet):
+            block = replace(block, code=any_section_code(block.code, proj.lang))
         if snippet.replaces:
             idx = next(i for i, b in enumerate(sec.blocks) if b.key == snippet.block.key)
             sec.blocks[idx] = block

@@ -31,6 +31,8 @@ class Project:
     registry: Registry
     ctx: dict[str, str]
     entity_ctx: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Each code file's size quartile, taken before planting (``planting.size_bins``).
+    size_bins: dict[str, int] = field(default_factory=dict)
 
     @property
     def lang(self) -> str:
@@ -279,7 +281,7 @@ def build_project(rng: random.Random, st: Structure, title: str, pctx: dict[str,
     b.build()
     for path in sorted(st.paths):
         if path.endswith("/__init__.py") and path not in b.files:
-            b.files[path] = SourceFile(path, "text", text=_package_doc(path, st.style, title))
+            b.files[path] = _package_init(b, path, title)
     b.files = dict(sorted(b.files.items()))
     return Project(st.style, st, title, b.files, b.registry, pctx, b.ectx)
 
@@ -303,9 +305,28 @@ _PACKAGE_DOCS = {
 }
 
 
+def _package_init(b: _Builder, path: str, title: str) -> SourceFile:
+    """A package's ``__init__.py``: its docstring and one (empty) function section. Planting
+    and sprinkling treat it as any helper module, so it holds a block as often as other
+    files do: a file that is always near-empty and never holds a bug would be a size and
+    name tell (issue 19)."""
+    s = b.s
+    f = SourceFile(
+        path,
+        s.lang,
+        doc=_package_doc(path, s, title),
+        ctx=dict(b.pctx),
+        module=python_module(s, path),
+    )
+    sid = f"pkg:{f.module}"
+    sec = Section(sid, [], ctx=style_context(s, "pkg"), handle=f.module.rsplit(".", 1)[-1])
+    f.sections.append(sec)
+    b.registry[sid] = (f, sec)
+    return f
+
+
 def _package_doc(path: str, style: Style, title: str) -> str:
     name = path.rsplit("/", 2)[-2]
     if name == style.pkg:
-        return f'"""{title}."""\n'
-    doc = _PACKAGE_DOCS.get(name) or f"The {name.replace('_', ' ')} module."
-    return f'"""{doc}"""\n'
+        return f"{title}."
+    return _PACKAGE_DOCS.get(name) or f"The {name.replace('_', ' ')} module."

@@ -19,14 +19,14 @@ from deeprepo.rl.tasks.catalogue import safe_pool
 from deeprepo.rl.tasks.composed import echo_use, is_composed_use, restyled_use
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
-from deeprepo.rl.tasks.planting import insert_block
+from deeprepo.rl.tasks.planting import NO_FUNCTION_ROLES, insert_block
 from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
 from deeprepo.rl.tasks.snippets import SafeUse, Snippet
 
 _HEX = "0123456789abcdef"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_NO_SAFE_USES = frozenset({"app", "tests", "config"})
+_NO_SAFE_USES = NO_FUNCTION_ROLES
 
 
 def role_of(sec: Section) -> str:
@@ -106,9 +106,12 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, planted: tuple[Snippet
         keys = in_file.setdefault(f.path, set())
         by_file.setdefault(f.path, []).append(sec)
         for b in sec.blocks:
-            k = _filled(b.key, {**proj.ctx, **sec.ctx, **b.ctx})
-            if k:
-                keys.add(k)
+            # The names a block declares: its key, and (JS) what it exports, which is not
+            # always its key (``run_batch`` declares ``runBatch``).
+            for name in (b.key, *b.exports):
+                k = _filled(name, {**proj.ctx, **sec.ctx, **b.ctx})
+                if k:
+                    keys.add(k)
     slots: list[tuple[str, list[Section], bool]] = []  # (file, hosts, lookalike)
     for path, secs in by_file.items():
         r = rng.random()
