@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import typer.completion
 import typer.main
 from typer.testing import CliRunner
 
@@ -74,8 +75,10 @@ def test_plain_labels_and_first_sentence() -> None:
     assert first_sentence("Version 1.2 of it. Next.") == "Version 1.2 of it."
 
 
-def test_show_completion_prints_a_bash_script() -> None:
-    # An explicit shell: nothing is detected from the environment.
+def test_show_completion_prints_a_bash_script(monkeypatch: Any) -> None:
+    # The shell named is the one printed, whatever shell this runs in (typer's own option
+    # ignored the name when shellingham was installed and printed the detected shell's).
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "zsh")
     result = CliRunner().invoke(app, ["--show-completion", "bash"], prog_name="deeprepo")
     assert result.exit_code == 0, result.output
     assert "complete -o default -F _deeprepo_completion deeprepo" in result.output
@@ -90,3 +93,27 @@ def test_completion_lists_subcommands_and_choices(monkeypatch: Any) -> None:
     env = {**env, "COMP_WORDS": "deeprepo analyze --fail-on ", "COMP_CWORD": "3"}
     result = runner.invoke(app, [], env=env, prog_name="deeprepo")
     assert result.output.split() == ["low", "medium", "high", "critical"]
+
+
+def test_show_completion_names_the_shells_it_knows() -> None:
+    result = CliRunner().invoke(app, ["--show-completion", "csh"], prog_name="deeprepo")
+    assert result.exit_code == 2
+    assert "'csh' is not supported" in result.output and "bash, zsh, fish" in result.output
+
+
+def test_install_completion_detects_the_shell_or_says_what_to_do(
+    monkeypatch: Any, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: None)
+    result = CliRunner().invoke(app, ["--install-completion"], prog_name="deeprepo")
+    assert result.exit_code == 2
+    assert "could not tell which shell" in result.output and "--show-completion" in result.output
+    assert not any(tmp_path.iterdir())  # nothing written
+
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash")
+    result = CliRunner().invoke(app, ["--install-completion"], prog_name="deeprepo")
+    assert result.exit_code == 0, result.output
+    script = tmp_path / ".bash_completions" / "deeprepo.sh"
+    assert "_DEEPREPO_COMPLETE=complete_bash" in script.read_text()
+    assert str(script) in (tmp_path / ".bashrc").read_text()

@@ -15,6 +15,7 @@ from typer._click import exceptions as click_exceptions
 from deeprepo.base.errors import DeeprepoError
 from deeprepo.base.version import VERSION
 from deeprepo.cli import exits
+from deeprepo.cli.completion import install_completion, show_completion
 from deeprepo.cli.helptext import ReadableGroup
 from deeprepo.report.text import console, visible
 
@@ -26,7 +27,9 @@ app = typer.Typer(
     no_args_is_help=True,
     # -h everywhere: click hands help_option_names down to every subcommand's context.
     context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=True,
+    # Completion: cli.completion's pair (typer's ignores a named shell when shellingham is
+    # installed).
+    add_completion=False,
     # Plain click layout, rewrapped, click-style value names (cli.helptext): rich panels
     # squeeze option help into a few words a line at 80 columns.
     rich_markup_mode=None,
@@ -50,6 +53,27 @@ def _root(
         bool,
         typer.Option(
             "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
+    show: Annotated[
+        str | None,
+        typer.Option(
+            "--show-completion",
+            callback=show_completion,
+            is_eager=True,
+            expose_value=False,
+            metavar="SHELL",
+            help="Print the completion script for SHELL (bash, zsh, fish, powershell) and exit.",
+        ),
+    ] = None,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install-completion",
+            callback=install_completion,
+            is_eager=True,
+            expose_value=False,
+            help="Install completion for the shell this runs in, and exit.",
         ),
     ] = False,
 ) -> None:
