@@ -72,12 +72,20 @@ _COMMON_HEADERS = {
 
 
 class HttpSession:
-    """One aiohttp session per event loop, its pool as wide as the batch.
+    """One aiohttp session per event loop, its pool as wide as the batch, for one endpoint.
 
     Connections belong to the loop that opened them: a caller that runs ``asyncio.run()``
-    per batch gets a fresh session for each loop, as the SDK path's ``LoopBoundClient``."""
+    per batch gets a fresh session for each loop, as the SDK path's ``LoopBoundClient``.
+    The endpoint's URL and headers are parsed once, as the session's defaults: passed
+    with each request, aiohttp would parse the URL and rebuild the header multidict
+    every time."""
 
-    def __init__(self, url: str, max_connections: int, timeout_s: float) -> None:
+    def __init__(
+        self, url: str, headers: Mapping[str, str], max_connections: int, timeout_s: float
+    ) -> None:
+        self.url = url
+        self._target = URL(url)
+        self._headers = dict(headers)
         self._max_connections = max_connections
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._proxy, self._proxy_auth = env_proxy(url)
@@ -93,6 +101,7 @@ class HttpSession:
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
+                headers=self._headers,
                 timeout=self._timeout,
                 proxy=self._proxy,
                 proxy_auth=self._proxy_auth,
@@ -119,13 +128,13 @@ class HttpSession:
                 self._session = session
                 self._drop()
 
-    async def post(
-        self, spec: ModelSpec, url: str, headers: Mapping[str, str], body: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """POST ``body`` as JSON; the reply's JSON object, or a :class:`ProviderError`."""
+    async def post(self, spec: ModelSpec, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``body`` as JSON to the endpoint; the reply's JSON object, or a
+        :class:`ProviderError`."""
         data = json.dumps(body).encode("utf-8")
+        url = self.url
         try:
-            async with self.get().post(url, data=data, headers=headers) as resp:
+            async with self.get().post(self._target, data=data) as resp:
                 raw = await resp.read()
                 status = resp.status
                 if status >= 400:
@@ -235,8 +244,7 @@ class FastOpenAIModel:
         if spec.provider == "openrouter":
             headers.setdefault("X-Title", "deeprepo")
         headers.update(default_headers or {})
-        self._headers = headers
-        self._http = HttpSession(self._url, max_connections, timeout_s)
+        self._http = HttpSession(self._url, headers, max_connections, timeout_s)
 
     @property
     def name(self) -> str:
@@ -245,7 +253,7 @@ class FastOpenAIModel:
     async def complete(self, request: ChatRequest) -> Completion:
         """One chat completion; raises :class:`ProviderError` with ``retryable`` set."""
         params = openai_params(self.spec, self.base_url, request)
-        data = await self._http.post(self.spec, self._url, self._headers, params)
+        data = await self._http.post(self.spec, params)
         raw_usage = _mapping(data.get("usage"))
         usage, cost = openai_usage(raw_usage, self.spec)
         choices = data.get("choices") or []
@@ -285,12 +293,12 @@ class FastAnthropicModel:
         self.base_url = base_url or spec.base_url
         endpoint = self.base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_DEFAULT
         self._url = endpoint.rstrip("/") + "/v1/messages"
-        self._headers = {
+        headers = {
             **_COMMON_HEADERS,
             "x-api-key": api_key,
             "anthropic-version": ANTHROPIC_VERSION,
         }
-        self._http = HttpSession(self._url, max_connections, timeout_s)
+        self._http = HttpSession(self._url, headers, max_connections, timeout_s)
 
     @property
     def name(self) -> str:
@@ -299,7 +307,7 @@ class FastAnthropicModel:
     async def complete(self, request: ChatRequest) -> Completion:
         """One Messages call; raises :class:`ProviderError` with ``retryable`` set."""
         params = anthropic_params(self.spec, request)
-        data = await self._http.post(self.spec, self._url, self._headers, params)
+        data = await self._http.post(self.spec, params)
         usage = anthropic_usage(_mapping(data.get("usage")), self.spec)
         stop = data.get("stop_reason")
         model = str(data.get("model") or self.spec.model)
