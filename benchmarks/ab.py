@@ -113,6 +113,23 @@ LEGACY: dict[str, Callable[[str], list[Figure]]] = {
     "bench_rollouts": _legacy_pattern(
         (r"rollouts/s \(median of \d+\): ([\d.]+)", "rollouts_per_s", "1/s", True),
     ),
+    "bench_llm_batch": _legacy_pattern(
+        *(
+            (rf"^  \[{lane} {leg}\] throughput ([\d,]+)/s", f"{name}_{short}_per_s", "1/s", True)
+            for lane, name in (("fast", "fast"), ("sdk/auto", "sdk"))
+            for leg, short in (("dispatcher", "dispatcher"), ("repl llm_batch", "kernel"))
+        ),
+        *(
+            (
+                rf"^  \[{lane} {leg}\] CPU in this process: ([\d.]+) ms",
+                f"{name}_{short}_cpu_ms",
+                "ms",
+                False,
+            )
+            for lane, name in (("fast", "fast"), ("sdk/auto", "sdk"))
+            for leg, short in (("dispatcher", "dispatcher"), ("repl llm_batch", "kernel"))
+        ),
+    ),
     "bench_loader": _legacy_pattern(
         (r"^CPU per run: .*\(median ([\d.]+)\)", "load_cpu_s", "s", False),
         (r"^median load time: ([\d.]+) s", "load_wall_s", "s", False),

@@ -21,10 +21,13 @@ Figures (DESIGN §9):
   target ≥ 85 % of it from the kernel with the fast client, ≤ 0.3 ms CPU a request.
 
 ``--scaffold`` also times the same batch over an in-process model that only sleeps,
-which separates deeprepo's own overhead from the HTTP stack.
+which separates deeprepo's own overhead from the HTTP stack. ``--floor`` adds two lanes
+to the same interleaved rounds with no deeprepo code (``http_floor.py``): bare aiohttp,
+the floor of a client on aiohttp, and a minimal HTTP/1.1 client on ``asyncio.Protocol``,
+what an own transport could reach.
 
     python benchmarks/bench_llm_batch.py [--mode small|large|all] [--repeats 5]
-        [--clients fast,sdk] [--backend auto|httpx|aiohttp] [--scaffold]
+        [--clients fast,sdk] [--backend auto|httpx|aiohttp] [--scaffold] [--floor]
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ from deeprepo import (
     record_lines,
 )
 from deeprepo.testing.loopback import spawn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from http_floor import AiohttpFloor, RawFloor
 
 FAIL_MARK = "PLEASE-FAIL-THIS-ITEM"
 
@@ -113,8 +119,8 @@ class Lane:
     """One HTTP client under test: its metered model, dispatcher, kernel and figures."""
 
     label: str
-    model: MeteredModel
-    dispatcher: SubDispatcher
+    model: Any  # a MeteredModel, or a floor lane (http_floor.py)
+    dispatcher: Any  # a SubDispatcher, or the same floor lane
     kernel: Any = None
     direct: list[tuple[float, float]] = field(default_factory=list)  # (wall s, cpu s)
     repl: list[tuple[float, float]] = field(default_factory=list)
@@ -155,7 +161,7 @@ async def run_lanes(lanes: list[Lane], case: Case, repeats: int, repl: bool) -> 
     try:
         for lane in lanes:
             await lane.dispatcher.batch(prompts[: case.concurrency])  # warm the pool
-            if repl:
+            if repl and isinstance(lane.dispatcher, SubDispatcher):
                 lane.kernel = await Kernel.start(
                     payload, lane.dispatcher.batch, SandboxConfig(cell_timeout_s=120)
                 )
@@ -211,7 +217,13 @@ def compare(case: Case, lanes: list[Lane], pick: str) -> None:
 
 
 def bench(
-    case: Case, repeats: int, clients: list[str], backend: str, scaffold: bool, script: Path
+    case: Case,
+    repeats: int,
+    clients: list[str],
+    backend: str,
+    scaffold: bool,
+    script: Path,
+    floor: bool = False,
 ) -> None:
     print(
         f"llm_batch: {case.prompts} prompts @ {case.latency_s * 1000:.0f} ms, "
@@ -224,8 +236,15 @@ def bench(
             model = build(client, backend, port, case)
             label = "fast" if client == "fast" else f"sdk/{backend}"
             lanes.append(Lane(label, model, SubDispatcher(model)))
+        if floor:
+            for label, kind in (("floor aiohttp", AiohttpFloor), ("floor raw", RawFloor)):
+                lane_model = kind(port, case.concurrency)
+                lanes.append(Lane(label, lane_model, lane_model))
         asyncio.run(run_lanes(lanes, case, repeats, repl=True))
         for lane in lanes:
+            if not isinstance(lane.dispatcher, SubDispatcher):
+                report(case, lane.label, lane.direct, lane.out)
+                continue
             report(case, f"{lane.label} dispatcher", lane.direct, lane.out)
             report(case, f"{lane.label} repl llm_batch", lane.repl, lane.repl_out)
             row = lane.model.ledger.rows()[0]
@@ -269,6 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--scaffold", action="store_true", help="also time an in-process model (no HTTP)"
     )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time bare aiohttp and a minimal HTTP/1.1 client (no deeprepo code)",
+    )
     args = p.parse_args(argv)
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     if not clients or set(clients) - {"fast", "sdk"}:
@@ -281,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         script.write_text(json.dumps({"rules": [rule]}))
         for name in ("small", "large") if args.mode == "all" else (args.mode,):
-            bench(CASES[name], args.repeats, clients, args.backend, args.scaffold, script)
+            bench(
+                CASES[name], args.repeats, clients, args.backend, args.scaffold, script, args.floor
+            )
     return 0
 
 
