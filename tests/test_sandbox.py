@@ -109,7 +109,7 @@ async def test_last_expression_is_shown(kernel: Kernel) -> None:
 async def test_cells_show_the_same_with_or_without_the_ast(kernel: Kernel) -> None:
     """The runner compiles a cell ending in an expression at column 0 as two pieces of
     source; every other cell through the AST. Both read a cell the same way."""
-    cases = [
+    cases: list[tuple[str, str | None]] = [
         ("x = 2\nprint(\n    x)\nx * 21\n\n# done\n", "2\n42\n"),  # fast path
         ('"""a docstring"""\ny = 3\ny', "3\n"),
         ('s = """\n1 + 1\n"""\n', ""),  # the last col-0 line sits inside a string
@@ -119,10 +119,18 @@ async def test_cells_show_the_same_with_or_without_the_ast(kernel: Kernel) -> No
         ("def g():\n    return 7\ng()", "7\n"),
         ("'only' + ' a string'", "'only a string'\n"),
         ("v = 1\r\nv + 1", "2\n"),  # \r\n: AST path
-        ("a = 1; a + 1", "2\n"),
+        ("a = 1; a + 1", "2\n"),  # starts as an assignment: AST path
+        ("f = lambda x=3: x\nlambda x=3: x", None),  # an expression that looks like one
+        ("n = 4\nn == 4", "True\n"),
+        ("m = {'k': 1}\nm['k'] <= 1", "True\n"),
+        ("p, q = 1, 2\np, q = q, p\n", ""),
+        ("o = type('O', (), {})()\no.attr = 9\no.attr", "9\n"),
     ]
     for code, shown in cases:
         r = await kernel.exec(code)
+        if shown is None:  # a value whose repr names an address
+            assert r.error is None and r.output.startswith("<function <lambda>"), r.output
+            continue
         assert (r.error, r.output) == (None, shown), code
     # A failing final expression names its own line, as the AST path did.
     r = await kernel.exec("q = {}\n\nq['missing']")

@@ -213,6 +213,72 @@ async def test_per_cell_cleanup_stops_nothing_when_nothing_was_left(kernel: Kern
         assert child.stop_leftovers() == 0
 
 
+MODES = ["process"] if BWRAP is not None else ["process", "bwrap"]
+_LATE_PROCESS = (
+    "import subprocess, threading, time\n"
+    "def later():\n"
+    "    time.sleep(0.3)\n"
+    "    subprocess.Popen(['sleep', '30'])\n"
+    "threading.Thread(target=later).start()\n"
+    "print('armed')"
+)
+
+
+@pytest.mark.e2e
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_process_a_thread_starts_after_its_cell_is_stopped_after_the_next(
+    mode: str,
+) -> None:
+    # The leftover check skips listing the cgroup when its task count is the kernel's own:
+    # a thread that outlives its cell and starts a process, then ends, must not hide it.
+    config = SandboxConfig(mode=mode, cell_timeout_s=20)  # type: ignore[arg-type]
+    async with await Kernel.start(PAYLOAD, answer, config) as k:
+        r = await k.exec(_LATE_PROCESS)
+        assert r.output == "armed\n", r.output
+        time.sleep(1.0)  # the thread has started its process and ended
+        r = await k.exec("x = 1")
+        assert "[deeprepo] stopped 1 process(es) this cell left running" in r.output, r.output
+        r = await k.exec(
+            "import threading, time, subprocess\n"
+            "threading.Thread(target=time.sleep, args=(2,)).start()\n"
+            "p = subprocess.Popen(['sleep', '30'])"
+        )
+        assert "[deeprepo] stopped 1 process(es) this cell left running" in r.output, r.output
+        child = k._conn.child if k._conn else None
+        assert child is not None
+        if CGROUP is None:  # the count is what is compared: the kernel's threads alone
+            assert child.group is not None and child.kernel_tasks is not None
+        child.kernel_tasks = None  # no count to compare (no pids controller): the full list
+        r = await k.exec("import subprocess\np = subprocess.Popen(['sleep', '30'])")
+        assert "[deeprepo] stopped 1 process(es) this cell left running" in r.output, r.output
+        await usable(k)
+
+
+@pytest.mark.e2e
+@needs_cgroup
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_task_count_is_read_afresh_and_the_list_only_when_it_differs(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = SandboxConfig(mode=mode, cell_timeout_s=20)  # type: ignore[arg-type]
+    async with await Kernel.start(PAYLOAD, answer, config) as k:
+        child = k._conn.child if k._conn else None
+        assert child is not None and child.group is not None
+        assert child.kernel_tasks == child.group.tasks() == 2  # the main and the loop thread
+        listed: list[int] = []
+        pids = child.group.pids
+        monkeypatch.setattr(child.group, "pids", lambda: listed.append(1) or pids())
+        await k.exec("x = 1")
+        assert listed == []  # nothing left: the count alone was read
+        await k.exec(
+            "import threading, time\nthreading.Thread(target=time.sleep, args=(1,)).start()"
+        )
+        assert listed and child.group.tasks() == 3  # a thread left: the list was read
+        await usable(k)
+
+
 @pytest.mark.e2e
 @needs_bwrap
 @needs_cgroup

@@ -64,6 +64,7 @@ class KernelCgroup:
     def __init__(self, version: int, dirs: dict[str, str]) -> None:
         self.version = version
         self.dirs = dirs
+        self._tasks_fd = -1  # pids.current, opened once: read after every cell
 
     def join_fds(self) -> list[int]:
         """Open ``cgroup.procs`` of each hierarchy for the child to move itself in (caller closes)."""
@@ -100,6 +101,29 @@ class KernelCgroup:
         finally:
             os.close(fd)
 
+    def tasks(self) -> int | None:
+        """How many tasks (threads of every process, in sub-cgroups too) the cgroup holds, from
+        the pids controller; None where it cannot be read.
+
+        The cheap check after each cell: one ``pread`` on an fd kept open (each read from
+        offset 0 shows the count afresh), where listing ``cgroup.procs`` costs a path walk
+        through the cgroup file system (60-250 us here). ``cgroup.procs`` itself cannot be
+        kept open: cgroup v1 serves a re-read of an open fd from a cached list."""
+        fd = self._tasks_fd
+        if fd < 0:
+            directory = self.dirs.get("unified", self.dirs.get("pids"))
+            if directory is None:
+                return None
+            try:
+                fd = os.open(os.path.join(directory, "pids.current"), os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+            self._tasks_fd = fd
+        try:
+            return int(os.pread(fd, 64, 0))
+        except (OSError, ValueError):
+            return None
+
     def kill(self) -> None:
         """SIGKILL every process in the cgroup, forks that race the kill included."""
         kill_file = os.path.join(self.dirs.get("unified", ""), "cgroup.kill")
@@ -119,6 +143,10 @@ class KernelCgroup:
     def remove(self, wait_s: float = 0.5) -> None:
         """Kill what is left and delete the directories (retried while dying processes leave)."""
         self.kill()
+        fd, self._tasks_fd = self._tasks_fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         deadline = time.monotonic() + wait_s
         for path in reversed(list(self.dirs.values())):
             while True:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 
 from deeprepo.sandbox import protocol
@@ -39,6 +40,11 @@ class _Pipe(asyncio.Protocol):
         self.on_end()
 
 
+def _time_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Connection:
     """A spawned child attached to the running event loop: send lines, read lines and raw output."""
 
@@ -46,11 +52,14 @@ class Connection:
         self.child = child
         self.lines = LineSplitter(protocol.MAX_LINE_BYTES)
         self.stray = MarkedOutput(stray_limit)
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # A deque and one future to wake the reader, not an asyncio.Queue read through
+        # asyncio.wait_for: that made a task, a future and a timer per line (~40 us a cell).
+        self._queue: deque[bytes | None] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self._queued = 0
         self._paused = False
         self._stray_changed = asyncio.Event()
-        self._rpc = _Pipe(self._on_rpc, lambda: self._queue.put_nowait(None))
+        self._rpc = _Pipe(self._on_rpc, self._on_end)
         self._raw = _Pipe(self._on_raw, self._stray_changed.set)
         self._transports: list[asyncio.BaseTransport] = []
         self._writer: asyncio.WriteTransport | None = None
@@ -74,12 +83,24 @@ class Connection:
         self._writer = writer
 
     def _on_rpc(self, data: bytes) -> None:
-        for line in self.lines.feed(data):
-            self._queue.put_nowait(line)
+        lines = self.lines.feed(data)
+        for line in lines:
+            self._queue.append(line)
             self._queued += len(line) + _LINE_COST
+        if lines:
+            self._wake()
         if self._queued > _HIGH_WATER and not self._paused and self._rpc.transport is not None:
             self._paused = True  # a flooding child must not fill the parent's memory
             self._rpc.transport.pause_reading()
+
+    def _on_end(self) -> None:
+        self._queue.append(None)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _on_raw(self, data: bytes) -> None:
         if self.stray.feed(data):
@@ -96,18 +117,24 @@ class Connection:
     async def next_line(self, timeout: float) -> bytes | object | None:
         """The next line, None at end of stream, or ``TIMEOUT``."""
         queue = self._queue
-        if queue.empty():
+        if not queue:
             if timeout <= 0:
                 return TIMEOUT
+            loop = asyncio.get_running_loop()
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiter = waiter
+            timer = loop.call_later(timeout, _time_up, waiter)
             try:
-                line = await asyncio.wait_for(queue.get(), timeout)
-            except TimeoutError:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+            if not queue:
                 return TIMEOUT
-        else:
-            line = queue.get_nowait()
+        line = queue[0]
         if line is None:
-            queue.put_nowait(None)  # stay at end of stream
-            return None
+            return None  # stay at end of stream
+        queue.popleft()
         self._queued -= len(line) + _LINE_COST
         if self._paused and self._queued < _HIGH_WATER // 2 and self._rpc.transport is not None:
             self._paused = False

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -281,10 +280,10 @@ class Kernel:
                 "asked for more than the sub-call budget had left (see the error in their results)."
             )
         if isinstance(outcome, dict):
-            result = await self._finish(conn, outcome, notes, restarted, lost, llm_calls, started)
-        else:
-            result = await self._fail(conn, outcome, notes, lost, llm_calls, started)
-        return replace(result, calls=calls.calls())
+            return await self._finish(
+                conn, outcome, notes, restarted, lost, (llm_calls, calls), started
+            )
+        return await self._fail(conn, outcome, notes, lost, (llm_calls, calls), started)
 
     async def _finish(
         self,
@@ -293,7 +292,7 @@ class Kernel:
         notes: list[str],
         restarted: bool,
         lost: list[str],
-        llm_calls: int,
+        calls: tuple[int, CallLog],  # prompts served, and the calls that sent them
         started: float,
     ) -> ExecResult:
         # The message may be forged (a cell can write on the pipe): everything is bounded here.
@@ -343,7 +342,8 @@ class Kernel:
             restored=restored,
             restarted=restarted,
             lost_variables=lost,
-            llm_calls=llm_calls,
+            llm_calls=calls[0],
+            calls=calls[1].calls(),
             seconds=time.perf_counter() - started,
         )
 
@@ -353,7 +353,7 @@ class Kernel:
         outcome: str,
         notes: list[str],
         lost_before: list[str],
-        llm_calls: int,
+        calls: tuple[int, CallLog],  # prompts served, and the calls that sent them
         started: float,
     ) -> ExecResult:
         if outcome == "timeout":
@@ -382,7 +382,8 @@ class Kernel:
             restored=[],
             restarted=True,
             lost_variables=sorted({*lost_before, *lost}),
-            llm_calls=llm_calls,
+            llm_calls=calls[0],
+            calls=calls[1].calls(),
             seconds=time.perf_counter() - started,
         )
 

@@ -50,6 +50,7 @@ class SpawnedChild:
     group: cgroup.KernelCgroup | None = None  # the kernel's cgroup, where one can be made
     closed: bool = field(default=False)
     kernel_pid: int | None = None  # the interpreter's pid (in bwrap mode, inside bwrap's tree)
+    kernel_tasks: int | None = None  # the cgroup's task count when the kernel alone was in it
 
     @property
     def pid(self) -> int:
@@ -80,6 +81,7 @@ class SpawnedChild:
         if self.group is not None:
             pids = self.group.pids()
             self.kernel_pid = pids[0] if len(pids) == 1 else None
+            self.kernel_tasks = self.group.tasks() if self.kernel_pid is not None else None
         elif self.mode == "bwrap":
             # bwrap -> its init (pid 1 of the sandbox) -> the kernel, its only child so far
             inits = descendants(self.proc.pid, depth=1)
@@ -104,6 +106,12 @@ class SpawnedChild:
     def stop_leftovers(self) -> int:
         """SIGKILL every process a finished cell left running; how many there were."""
         if self.kernel_pid is None or self.proc.poll() is not None:
+            return 0
+        # The kernel's threads alone, as before the first cell: no process to list. Any
+        # process (or thread) a cell left counts here, so the list below is read; the count
+        # cannot drop under the kernel's own threads without the kernel losing one of them.
+        tasks = self.kernel_tasks
+        if self.group is not None and tasks is not None and self.group.tasks() == tasks:
             return 0
         return kill_all(self._tree)
 
