@@ -3,7 +3,7 @@ must score the whole file) and in degraded ones (every one must score low), thro
 coverage function the Episode's audit figure and the reward share (``findings.coverage``).
 
 "Low" is two things. The reward credits nothing (``coverage_credit`` at its default floor
-0.9: a file cut by a tenth is not an audit). And the in-order share says how much of the
+0.95: a file cut by a twentieth is not an audit). And the in-order share says how much of the
 file a worker could read as code: near 0 (at most 0.2) for the formats that destroy order
 (shuffled, sorted, reversed, interleaved, every other line, a prompt per line, lines
 shuffled in small blocks), and no more than the part shown in order for the ones that show
@@ -319,8 +319,8 @@ def test_interleaving_hides_both_files() -> None:
 
 
 def test_the_credit_is_continuous_between_the_floor_and_the_whole_file() -> None:
-    assert [coverage_credit(s) for s in (0.0, 0.5, 0.9, 0.95, 1.0)] == pytest.approx(
-        [0.0, 0.0, 0.0, 0.5, 1.0]
+    assert [coverage_credit(s) for s in (0.0, 0.5, 0.9, 0.95, 0.975, 1.0)] == pytest.approx(
+        [0.0, 0.0, 0.0, 0.0, 0.5, 1.0]
     )
     assert coverage_credit(0.75, floor=0.5) == pytest.approx(0.5)
     assert coverage_credit(0.99, floor=1.0) == 0.0

@@ -32,6 +32,7 @@ from operator import ge
 from deeprepo.findings.line_keys import MIN_LINE_LENGTH, line_keys, views
 
 __all__ = [
+    "CREDIT_FLOOR",
     "DEFAULT_MIN_FRACTION",
     "MIN_LINE_LENGTH",
     "CoverageIndex",
@@ -45,9 +46,13 @@ __all__ = [
     "shown_line_numbers",
 ]
 
-#: In-order share at which a file counts as audited in the run's "audited N of M" figure,
-#: and below which the reward credits it nothing (:func:`coverage_credit`).
+#: In-order share at which a file counts as audited in the run's "audited N of M" figure
+#: (and a prompt carries a file's content, for the reward's delegation part).
 DEFAULT_MIN_FRACTION = 0.9
+#: In-order share at or below which the reward credits a file nothing (:func:`coverage_credit`):
+#: steeper than the audit figure, since a root that cuts each file's tail by 5-15% (the
+#: "prefix-90" route of issue 19) keeps most bugs, and a ramp from 0.9 still paid it.
+CREDIT_FLOOR = 0.95
 # Set between the keys of two prompts (or two views of one): a non-trivial key no file has,
 # so no pair runs from one prompt into the next.
 _BARRIER = "\0" * MIN_LINE_LENGTH
@@ -105,7 +110,7 @@ def coverable_files(codebase: Mapping[str, str]) -> set[str]:
     return {path for path, text in codebase.items() if text.strip()}
 
 
-def coverage_credit(share: float, floor: float = DEFAULT_MIN_FRACTION) -> float:
+def coverage_credit(share: float, floor: float = CREDIT_FLOOR) -> float:
     """The reward's credit for a file shown to ``share``: 0 up to ``floor``, rising linearly
     to 1 for the whole file. Unread code costs more than read code earns: a file cut short
     by a tenth is a tenth of its bugs unseen, and every file cut so is the whole task's."""

@@ -48,7 +48,11 @@ from typing import TypeVar
 
 from deeprepo.base.errors import ConfigError
 from deeprepo.base.records import RunResult
-from deeprepo.findings.coverage import DEFAULT_MIN_FRACTION, CoverageIndex, coverage_credit
+from deeprepo.findings.coverage import (
+    CREDIT_FLOOR,
+    CoverageIndex,
+    coverage_credit,
+)
 from deeprepo.findings.grading import (
     DEFAULT_TOLERANCE,
     GroundTruthEntry,
@@ -104,8 +108,8 @@ class RewardWeights:
     tolerance: int = DEFAULT_TOLERANCE  # grading line tolerance
     coverage_threshold: float = 0.8  # below this, submitting is "finalising before coverage"
     # In-order share of a file at or below which it earns no coverage (credit rises linearly
-    # to 1 for the whole file): a file cut short by a tenth earns nothing.
-    min_fraction: float = DEFAULT_MIN_FRACTION
+    # to 1 for the whole file): a file cut short by a twentieth earns nothing.
+    min_fraction: float = CREDIT_FLOOR
     base_turns: float = 6.0  # turn budget = base_turns + source files / files_per_turn
     files_per_turn: float = 50.0
     base_root_tokens: float = 30_000.0  # root token budget = base + share * codebase tokens
