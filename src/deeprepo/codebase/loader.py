@@ -209,31 +209,29 @@ def _load_file(acc: Accumulator, rel: str, entry: os.DirEntry[str]) -> None:
     except OSError:
         # A file that cannot be opened is still too large or a hard link first, as when
         # its size and links were looked at before opening it.
-        st = entry.stat(follow_symlinks=False)
-        if st.st_size > acc.max_file_bytes:
-            acc.too_large(rel, st.st_size)
-        elif st.st_nlink > 1:
-            _defer_hard_link(acc, rel, entry.path, st)
-        else:
+        if not _set_aside(acc, rel, entry.path, entry.stat(follow_symlinks=False)):
             raise
         return
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):  # replaced by a FIFO or device since the listing
             acc.skip(rel, "not-a-regular-file")
-        elif st.st_size > acc.max_file_bytes:
-            acc.too_large(rel, st.st_size)
-        elif st.st_nlink > 1:
-            _defer_hard_link(acc, rel, entry.path, st)
-        else:
+        elif not _set_aside(acc, rel, entry.path, st):
             acc.add(rel, _read_fd(fd, acc.max_file_bytes + 1, st.st_size))
     finally:
         os.close(fd)
 
 
-def _defer_hard_link(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> None:
-    # A hard link: its other names may be outside the root (decided after the walk).
-    acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
+def _set_aside(acc: Accumulator, rel: str, abs_path: str, st: os.stat_result) -> bool:
+    """Record a file too large to read, or a hard link (its other names may be outside the
+    root: decided after the walk); False when it is neither and may be read."""
+    if st.st_size > acc.max_file_bytes:
+        acc.too_large(rel, st.st_size)
+    elif st.st_nlink > 1:
+        acc.hard_links.setdefault((st.st_dev, st.st_ino), []).append((rel, abs_path, st))
+    else:
+        return False
+    return True
 
 
 def _settle_hard_links(acc: Accumulator) -> None:

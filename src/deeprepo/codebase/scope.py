@@ -32,6 +32,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Final, Literal
 
+from deeprepo.codebase.languages import extension
+
 __all__ = [
     "HEADLINE_SCOPES",
     "SCOPES",
@@ -300,10 +302,7 @@ def classify_scope(path: str, text: str = "") -> Scope:
     # by nothing and breaks every case context (a final sigma's included).
     name = real_name.lower()
     flags = _dir_flags(path[:cut]) if cut >= 0 else 0
-    # posixpath.splitext's extension: leading dots start none.
-    stem = name.lstrip(".")
-    dot = stem.rfind(".")
-    ext = stem[dot:] if dot >= 0 else ""
+    ext = extension(real_name)
     if flags & _IN_VENDORED:
         return "vendored"
     minifiable = bool(text) and ext in _MINIFIABLE_EXTS
