@@ -11,6 +11,7 @@ run on this machine.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -116,7 +117,20 @@ def _models_of(data: Any, where: str) -> dict[str, dict[str, Any]]:
     return models
 
 
-_packaged_table: PriceTable | None = None  # PriceTable.load() without an override, made once
+_PACKAGED = "packaged prices.json"
+
+
+def _packaged_models() -> dict[str, dict[str, Any]]:
+    text = resources.files("deeprepo").joinpath("data/prices.json").read_text("utf-8")
+    return _models_of(json.loads(text), _PACKAGED)
+
+
+@functools.cache
+def _packaged_prices() -> Mapping[str, ModelPrice]:
+    """The packaged prices, made once a process: the file cannot change under a running
+    process and a price is frozen, while every rollout loads a table (~1 ms of JSON and
+    records each)."""
+    return {name: _to_price(name, entry, _PACKAGED) for name, entry in _packaged_models().items()}
 
 
 class PriceTable:
@@ -130,36 +144,27 @@ class PriceTable:
         """The packaged table, with ``override_path`` (or ``$DEEPREPO_PRICES``) merged over it."""
         if override_path is None and os.environ.get(PRICES_ENV):
             override_path = Path(os.environ[PRICES_ENV])
-        global _packaged_table
-        if override_path is None and _packaged_table is not None and cls is PriceTable:
-            # The packaged file cannot change under a running process, and a table is never
-            # changed once made: every rollout loads one (~1 ms of JSON and records each).
-            return _packaged_table
-        packaged = resources.files("deeprepo").joinpath("data/prices.json").read_text("utf-8")
-        raw = _models_of(json.loads(packaged), "packaged prices.json")
-        where = "packaged prices.json"
-        if override_path is not None:
-            where = str(override_path)
-            try:
-                data = json.loads(Path(override_path).read_text("utf-8"))
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot read price file {override_path}: {exc.strerror}; "
-                    f"fix the path or unset {PRICES_ENV}"
-                ) from exc
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"price file {override_path} is not valid JSON: {exc}") from exc
-            for name, entry in _models_of(data, where).items():
-                base = raw.get(name, {})
-                if _PRICE_FIELDS & set(entry) and "source" not in entry:
-                    # Prices from the user's file: the packaged provenance no longer applies.
-                    base = {k: v for k, v in base.items() if k not in _PROVENANCE}
-                    entry = {**entry, "source": f"prices file {override_path}"}
-                raw[name] = {**base, **entry}
-        table = cls({name: _to_price(name, entry, where) for name, entry in raw.items()})
-        if override_path is None and cls is PriceTable:
-            _packaged_table = table
-        return table
+        if override_path is None:
+            return cls(_packaged_prices())
+        raw = _packaged_models()
+        where = str(override_path)
+        try:
+            data = json.loads(Path(override_path).read_text("utf-8"))
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read price file {override_path}: {exc.strerror}; "
+                f"fix the path or unset {PRICES_ENV}"
+            ) from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"price file {override_path} is not valid JSON: {exc}") from exc
+        for name, entry in _models_of(data, where).items():
+            base = raw.get(name, {})
+            if _PRICE_FIELDS & set(entry) and "source" not in entry:
+                # Prices from the user's file: the packaged provenance no longer applies.
+                base = {k: v for k, v in base.items() if k not in _PROVENANCE}
+                entry = {**entry, "source": f"prices file {override_path}"}
+            raw[name] = {**base, **entry}
+        return cls({name: _to_price(name, entry, where) for name, entry in raw.items()})
 
     def get(self, model_name: str) -> ModelPrice | None:
         """The price of ``model_name``; dated snapshots fall back to their alias."""
