@@ -21,7 +21,7 @@ from deeprepo.rl.tasks.flows import renamed, twin_caller
 from deeprepo.rl.tasks.mutate import strip_comments
 from deeprepo.rl.tasks.naming import secret_token
 from deeprepo.rl.tasks.project import Project
-from deeprepo.rl.tasks.render import Block, Section, fill
+from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
 from deeprepo.rl.tasks.snippets import ENTITY_HOSTS, Snippet
 
 
@@ -230,8 +230,21 @@ def file_keys(proj: Project, sec: Section) -> set[str]:
     for _, (g, s) in proj.registry.items():
         if g is f:
             for b in s.blocks:
-                out.add(_filled_key(b, s, proj))
-                out.update(fill(e, {**proj.ctx, **s.ctx, **b.ctx}) for e in b.exports)
+                out |= declared_names(b, s, proj)
+    return out
+
+
+def declared_names(block: Block, sec: Section, proj: Project) -> set[str]:
+    """The names ``block`` declares in ``sec``'s file: its key and (JS) what it exports, which
+    is not always its key (``run_batch`` declares ``runBatch``). A name its template cannot
+    fill here declares nothing."""
+    ctx = {**proj.ctx, **sec.ctx, **block.ctx}
+    out: set[str] = set()
+    for name in (block.key, *block.exports):
+        try:
+            out.add(fill(name, ctx))
+        except TemplateError:
+            pass
     return out
 
 

@@ -19,14 +19,13 @@ from deeprepo.rl.tasks.catalogue import safe_pool
 from deeprepo.rl.tasks.composed import echo_use, is_composed_use, restyled_use
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
-from deeprepo.rl.tasks.planting import NO_FUNCTION_ROLES, insert_block
+from deeprepo.rl.tasks.planting import NO_FUNCTION_ROLES, declared_names, insert_block
 from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
 from deeprepo.rl.tasks.snippets import SafeUse, Snippet
 
 _HEX = "0123456789abcdef"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-_NO_SAFE_USES = NO_FUNCTION_ROLES
 
 
 def role_of(sec: Section) -> str:
@@ -42,7 +41,7 @@ def shuffle_constants(rng: random.Random, proj: Project) -> None:
 def _fits(use: SafeUse, sec: Section) -> bool:
     role = role_of(sec)
     if use.where == "fn":
-        return role not in _NO_SAFE_USES
+        return role not in NO_FUNCTION_ROLES
     if use.where == "const":
         return sec.class_name is None and role not in ("app", "tests", "routes")
     if use.where == "route":
@@ -106,12 +105,7 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, planted: tuple[Snippet
         keys = in_file.setdefault(f.path, set())
         by_file.setdefault(f.path, []).append(sec)
         for b in sec.blocks:
-            # The names a block declares: its key, and (JS) what it exports, which is not
-            # always its key (``run_batch`` declares ``runBatch``).
-            for name in (b.key, *b.exports):
-                k = _filled(name, {**proj.ctx, **sec.ctx, **b.ctx})
-                if k:
-                    keys.add(k)
+            keys |= declared_names(b, sec, proj)
     slots: list[tuple[str, list[Section], bool]] = []  # (file, hosts, lookalike)
     for path, secs in by_file.items():
         r = rng.random()
@@ -146,7 +140,7 @@ def _echo_slots(
     free = [
         k
         for k, (_p, hosts, lookalike) in enumerate(slots)
-        if not lookalike and any(role_of(h) not in _NO_SAFE_USES for h in hosts)
+        if not lookalike and any(role_of(h) not in NO_FUNCTION_ROLES for h in hosts)
     ]
     uses = [u for s in planted for _ in range(ECHOES_PER_BUG) if (u := echo_use(s, rng))]
     return dict(zip(rng.sample(free, min(len(free), len(uses))), uses, strict=False))
