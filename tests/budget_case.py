@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,9 @@ from deeprepo.rl.evals.results import load_results
 from deeprepo.testing.loopback import LoopbackServer, Reply
 
 
-def run_max_cost_eval(tmp_path: Path, *extra: str) -> tuple[Any, int]:
-    """``deeprepo eval`` of the scripted expert served over HTTP at $0.011 a root call, with
-    ``--max-cost 0.02`` and ``extra`` options; the CLI result and the server's request count."""
+def expert_over_http() -> Callable[[str, dict[str, object]], Reply]:
+    """A loopback server's reply function: the scripted expert's reply to the chat it is
+    sent, with a usage block of 1,000 input and 100 output tokens."""
     expert = make_policy("expert")
 
     def reply(route: str, body: dict[str, object]) -> Reply:
@@ -34,6 +35,13 @@ def run_max_cost_eval(tmp_path: Path, *extra: str) -> tuple[Any, int]:
         text = asyncio.run(expert.complete(ChatRequest(convo))).text
         return Reply(text, usage=Usage(input_tokens=1000, output_tokens=100))
 
+    return reply
+
+
+def run_max_cost_eval(tmp_path: Path, *extra: str) -> tuple[Any, int]:
+    """``deeprepo eval`` of the scripted expert served over HTTP at $0.011 a root call, with
+    ``--max-cost 0.02`` and ``extra`` options; the CLI result and the server's request count."""
+    reply = expert_over_http()
     # $10 per 1M tokens both ways: each root call costs exactly $0.011.
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"models": {"openai/priced": {"input": 10.0, "output": 10.0}}}))

@@ -22,6 +22,19 @@ from deeprepo.codebase.tree import DEFAULT_MAX_LINES
 needs_symlinks = pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
 
 
+def deny_opening(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The loader's open of any path ending in ``name`` fails with EACCES, whoever runs the
+    tests (root reads a mode-000 file anyway)."""
+    real_open: Callable[[str], int] = loader_module._open_file
+
+    def denying_open(path: str) -> int:
+        if path.endswith(name):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path)
+
+    monkeypatch.setattr(loader_module, "_open_file", denying_open)
+
+
 def reasons(cb: Codebase) -> dict[str, str]:
     return {s.path: s.reason for s in cb.metadata.skipped}
 
@@ -154,14 +167,7 @@ def test_a_file_that_cannot_be_read_is_skipped_with_the_reason(
         assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
 
     # The same failure, simulated so that it holds whoever runs the tests.
-    real_open: Callable[[str], int] = loader_module._open_file
-
-    def denying_open(path: str) -> int:
-        if path.endswith("locked.py"):
-            raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real_open(path)
-
-    monkeypatch.setattr(loader_module, "_open_file", denying_open)
+    deny_opening(monkeypatch, "locked.py")
     cb = load_codebase(tmp_path)
     assert list(cb.files) == ["ok.py"]
     assert reasons(cb) == {"locked.py": "unreadable: Permission denied"}
@@ -175,14 +181,7 @@ def test_a_file_that_cannot_be_opened_still_reports_its_size_first(
     (tmp_path / "ok.py").write_text("ok = 1\n")
     with open(tmp_path / "huge.sql", "wb") as fh:
         fh.truncate(5_000_000)
-    real_open: Callable[[str], int] = loader_module._open_file
-
-    def denying_open(path: str) -> int:
-        if path.endswith("huge.sql"):
-            raise PermissionError(errno.EACCES, "Permission denied", path)
-        return real_open(path)
-
-    monkeypatch.setattr(loader_module, "_open_file", denying_open)
+    deny_opening(monkeypatch, "huge.sql")
     assert reasons(load_codebase(tmp_path)) == {
         "huge.sql": "too-large (5,000,000 bytes > 1,000,000)"
     }

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from budget_case import assert_stopped_on_the_budget, run_max_cost_eval
+from budget_case import assert_stopped_on_the_budget, expert_over_http, run_max_cost_eval
 from typer.testing import CliRunner
 
 from deeprepo.base.errors import UsageError
@@ -274,27 +274,9 @@ def test_eval_runs_tasks_from_a_directory_and_records_failed_rollouts(
 def test_eval_drives_a_provider_root_over_the_loopback_server(tmp_path: Path) -> None:
     """``--model openai/<m> --base-url``: the root is a real OpenAI-compatible client, served
     the scripted expert's replies with real usage blocks."""
-    import asyncio
+    from deeprepo.testing.loopback import LoopbackServer
 
-    from deeprepo.base.chat import ChatRequest, Message
-    from deeprepo.base.chat import Usage as U
-    from deeprepo.builtin import make_policy
-    from deeprepo.testing.loopback import LoopbackServer, Reply
-
-    expert = make_policy("expert")
-
-    def reply(route: str, body: dict[str, object]) -> Reply:
-        raw = body.get("messages")
-        msgs = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-        convo = tuple(
-            Message(m["role"], str(m["content"]))
-            for m in msgs
-            if m["role"] in ("user", "assistant")
-        )
-        text = asyncio.run(expert.complete(ChatRequest(convo))).text
-        return Reply(text, usage=U(input_tokens=1000, output_tokens=100))
-
-    with LoopbackServer(reply_fn=reply, ttl_s=60) as srv:
+    with LoopbackServer(reply_fn=expert_over_http(), ttl_s=60) as srv:
         result = CliRunner().invoke(
             app,
             ["eval", "--model", "openai/expert-over-http", "--base-url", srv.openai_base_url,
