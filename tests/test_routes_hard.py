@@ -15,6 +15,7 @@ from rollout_table import rollout_table
 
 from deeprepo.base.chat import ChatModel
 from deeprepo.builtin import make_policy
+from deeprepo.builtin.scripted import POLICIES
 from deeprepo.rl.env.tasks import Task, TaskSpec, generate_tasks_in_memory
 from deeprepo.rl.policies.routes_hard import upper_bound_policy, upper_bound_program
 
@@ -81,6 +82,10 @@ def test_upper_bound_reads_the_ground_truth_files_first() -> None:
     [program] = upper_bound_program(gt)
     assert 'KNOWN = [["b.py", "a.py"], ["c.py"]]' in program  # a decoy's file is not read first
     assert "call_budget()" in program
+    # Built per task, it stays out of the shared table `scripted/<name>` lists.
+    before = set(POLICIES)
+    policy = upper_bound_policy(gt)
+    assert policy.name.startswith("scripted/upper-bound-") and set(POLICIES) == before
 
 
 def test_spraying_findings_near_risky_lines_does_not_pay(route_means: dict[str, float]) -> None:

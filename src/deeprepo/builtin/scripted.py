@@ -54,10 +54,17 @@ def estimate_tokens(text: str) -> int:
 class ScriptedPolicy:
     """A root model that replies with a fixed program per turn."""
 
-    def __init__(self, policy: str) -> None:
+    def __init__(self, policy: str, turns: list[str] | None = None) -> None:
+        """The registered policy ``policy``, or, given ``turns``, an unregistered one of
+        that name (a policy built per task, which the shared table must not collect)."""
         self.policy = policy
-        self._turns = POLICIES[policy]
-        self._final = FINAL.get(policy, programs.SALVAGE_SUBMIT)
+        if turns is not None:
+            if not turns:
+                raise ValueError(f"scripted policy {policy!r} has no turn programs")
+            self._turns, self._final = turns, programs.SALVAGE_SUBMIT
+        else:
+            self._turns = POLICIES[policy]
+            self._final = FINAL.get(policy, programs.SALVAGE_SUBMIT)
 
     @property
     def name(self) -> str:

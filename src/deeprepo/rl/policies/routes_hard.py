@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from deeprepo.builtin.expert_helpers import HELPERS
 from deeprepo.builtin.expert_report import REPORT
 from deeprepo.builtin.programs import EXPERT
-from deeprepo.builtin.scripted import ScriptedPolicy, make_policy, register_policy
+from deeprepo.builtin.scripted import ScriptedPolicy
 
 __all__ = [
     "DUPLICATES",
@@ -186,12 +186,11 @@ ask(with_the_rest(packed(KNOWN)))
 
 
 def upper_bound_policy(ground_truth: Sequence[Mapping[str, object]]) -> ScriptedPolicy:
-    """The ``upper-bound`` root for one task (registered under a name per ground truth)."""
+    """The ``upper-bound`` root for one task, named per ground truth. It is not registered:
+    one per task would pile up in the shared table that ``scripted/<name>`` reads."""
     program = upper_bound_program(ground_truth)
     digest = hashlib.sha256(program[0].encode()).hexdigest()[:12]
-    name = f"upper-bound-{digest}"
-    register_policy(name, program)
-    return make_policy(name)
+    return ScriptedPolicy(f"upper-bound-{digest}", turns=program)
 
 
 SPRAY = _program(
