@@ -238,10 +238,10 @@ def test_efficiency_is_scaled_by_coverage_so_quitting_early_is_not_efficient() -
 
 def test_finalising_before_coverage_is_penalised_by_the_shortfall() -> None:
     reward = compute_reward(run(audit(["app/a.py"])), GT, FILES)  # coverage 0.25
-    assert part(reward, "early_finalize") == pytest.approx((0.8 - 0.25) / 0.8)
+    assert part(reward, "early_finalize") == pytest.approx(1 - 0.25)  # every unread file
     # Running out of turns instead of submitting does not escape it.
     truncated = compute_reward(run(audit(["app/a.py"]), stop_reason="max_turns"), GT, FILES)
-    assert part(truncated, "early_finalize") == pytest.approx((0.8 - 0.25) / 0.8)
+    assert part(truncated, "early_finalize") == pytest.approx(1 - 0.25)
     full = compute_reward(run(audit(["app/a.py", "app/b.py", "app/c.py", "app/d.py"])), GT, FILES)
     assert part(full, "early_finalize") == 0.0
 
@@ -332,10 +332,17 @@ def test_grounding_credits_true_positives_a_worker_reported() -> None:
     reward = compute_reward(run(prompts), GT, FILES, replies=replies)
     assert part(reward, "quality") == 1.0
     assert part(reward, "grounding") == pytest.approx(2 / 3)  # c.py's secret came from no worker
-    assert reward.details["gate"] == pytest.approx(1.0 * (0.5 + 0.5 * 2 / 3))
-    # Findings the root wrote itself (a grep) while workers were asked for nothing.
-    alone = compute_reward(run(prompts), GT, FILES, replies=[(p, "OK") for p in prompts])
-    assert part(alone, "grounding") == 0.0 and alone.total == pytest.approx(0.5)
+    # ... nor did the root print c.py: a guess on code it was never shown counts nothing.
+    assert reward.details["gate"] == pytest.approx(2 / 3)
+    # Findings the root wrote itself while workers were asked for nothing: blind guesses,
+    # unless its own outputs showed it the code (a grep that prints what it matched).
+    said_ok = [(p, "OK") for p in prompts]
+    alone = compute_reward(run(prompts), GT, FILES, replies=said_ok)
+    assert part(alone, "grounding") == 0.0 and alone.total == 0.0
+    printing = run(prompts)
+    printing.turns[0] = replace(printing.turns[0], output="\n".join(FILES.values()))
+    read = compute_reward(printing, GT, FILES, replies=said_ok)
+    assert read.details["root_read_tp"] == 3.0 and read.total == pytest.approx(0.5)
     # A worker that reported another class at that line did not report what was submitted.
     wrong_class = [(prompts[0], _reply("app/a.py", 5, cwe="CWE-798"))]
     assert part(compute_reward(run(prompts), GT, FILES, replies=wrong_class), "grounding") == 0.0

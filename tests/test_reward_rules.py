@@ -143,14 +143,28 @@ def test_an_unnamed_line_grounds_only_bugs_in_files_the_prompt_showed() -> None:
     assert grounded_ids(nothing) == set()
 
 
-def test_grounding_scales_the_gate_between_the_floor_and_one() -> None:
-    """With worker replies recorded, the gate is quality x (floor + (1 - floor) x share of
-    the true positives a worker reported)."""
-    run = result(TRUE, AUDIT, [turn(1, input_tokens=10)])
+def test_grounding_scales_the_gate_by_who_was_shown_the_code() -> None:
+    """With worker replies recorded, the gate is quality x (share of the true positives a
+    worker reported + floor x share the root's own outputs showed it): a true positive on
+    code neither a worker's reply nor the root's output carried is a blind guess, worth 0."""
+    blind = result(TRUE, AUDIT, [turn(1, input_tokens=10)])  # its outputs show no code
     half = [(AUDIT[0], '{"line": 21}')]
-    r = compute_reward(run, GT, FILES, replies=half)
-    assert r.parts["grounding_reward"] == 0.5 and r.details["gate"] == 0.75
-    assert compute_reward(run, GT, FILES, replies=[]).details["gate"] == 0.5
+    r = compute_reward(blind, GT, FILES, replies=half)
+    assert r.parts["grounding_reward"] == 0.5 and r.details["gate"] == 0.5
+    assert r.details["root_read_tp"] == 0.0
+    assert compute_reward(blind, GT, FILES, replies=[]).details["gate"] == 0.0
+    # The root printed b.py itself: its true positive there counts at the floor.
+    printed = replace(turn(1, input_tokens=10), output="b.py:\n" + FILES["app/b.py"])
+    read = result(TRUE, AUDIT, [printed])
+    r = compute_reward(read, GT, FILES, replies=half)
+    assert r.details["root_read_tp"] == 1.0 and r.details["gate"] == 0.75
+    assert compute_reward(read, GT, FILES, replies=[]).details["gate"] == 0.25
+    # Printing a few lines far from the finding is not reading it.
+    far = "\n".join(FILES["app/b.py"].split("\n")[:6])
+    elsewhere = result(TRUE, AUDIT, [replace(printed, output=far)])
+    assert compute_reward(elsewhere, GT, FILES, replies=half).details["gate"] == 0.5
+    # Without recorded replies grounding is not measured: the gate is quality.
+    assert compute_reward(blind, GT, FILES).details["gate"] == 1.0
 
 
 @pytest.mark.parametrize(

@@ -56,13 +56,9 @@ def test_shuffled_padding_earns_only_the_half_it_audited(rewards: dict[str, list
     assert padding <= min(mean(rewards[f]) for f in HONEST_FORMATS) - 0.25, padding
 
 
-@pytest.mark.xfail(
-    reason="bugs now sit in the larger half of the files at about chance (0.41 / 0.48 / 0.48 "
-    "against 0.38 / 0.47 / 0.49, docs/reward.md 'Placement round'), but the route audits that "
-    "half honestly, and on these tasks it still scores ~0.46, as `half` does (issue 19, open)",
-    strict=False,
-)
 def test_shuffled_padding_stays_low(rewards: dict[str, list[float]]) -> None:
+    """Auditing the larger half of the files honestly and padding the rest pays the shortfall
+    of every unread file (decision 97): bugs sit in that half only at chance."""
     assert mean(rewards[NEEDS_SIZE_INDEPENDENT_BUGS]) <= 0.40
 
 

@@ -56,16 +56,17 @@ def test_a_worker_asked_for_something_else_reports_nothing(policy: str, tasks: l
 def test_guesses_no_worker_reported_are_not_grounded(tasks: list[Task]) -> None:
     """The template matcher sends every file with the audit request and reads no reply. When
     the workers report no true bug (miss rate 1), none of its correct guesses is grounded;
-    with the default worker, only those a worker happened to report are."""
+    and since the root never printed the code either, they are blind guesses: the gate is 0.
+With the default worker, only those a worker happened to report are grounded."""
     tps = 0
     for task in tasks:
         blind = rollout("template-matcher", task, miss_rate=1.0, false_rate=0.0)
         tps += int(blind.reward.details["tp"])
         if blind.reward.details["tp"]:
             assert blind.reward.parts["grounding_reward"] == 0.0
-            assert blind.reward.details["gate"] == pytest.approx(
-                0.5 * blind.reward.parts["quality_reward"]
-            )
+            # It prints no code either: its right guesses are blind, worth nothing.
+            assert blind.reward.details["root_read_tp"] == 0.0
+            assert blind.reward.details["gate"] == 0.0
         seen = rollout("template-matcher", task)
         assert seen.reward.details["grounded_tp"] <= seen.reward.details["tp"]
     assert tps > 0  # the matcher did guess some bugs right: the test measured something

@@ -8,6 +8,11 @@ naming a file its prompt did not show, or a line far from the code it showed, gr
 nothing, and a line cited in the prompt's own numbering (a slice renumbered from 1) is
 mapped back to the file's. So a root that ignores its workers' replies and submits its own
 guesses is grounded only where a worker happened to report the same thing.
+
+A finding no worker reported may still rest on reading: the root's own REPL output (what it
+was shown after each turn) may have carried the code around it. :func:`root_read` says so,
+read by content the same way; the reward credits such a finding at its grounding floor and a
+finding on code neither a worker nor the root was shown — a blind guess — at nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +27,16 @@ from deeprepo.findings.families import FamilyTable, default_families
 from deeprepo.findings.grading import DEFAULT_TOLERANCE
 from deeprepo.rl.env.oracle_read import PromptReader, ShownFile
 
-__all__ = ["Claim", "WorkerReport", "grounded", "reply_claims", "reply_items", "worker_reports"]
+__all__ = [
+    "Claim",
+    "WorkerReport",
+    "grounded",
+    "reply_claims",
+    "reply_items",
+    "root_read",
+    "root_views",
+    "worker_reports",
+]
 
 _LINE_RE = re.compile(r"(?i)\blines?\b\W{0,3}(\d+)")
 
@@ -143,3 +157,26 @@ def grounded(
         if r.family is None or r.family == family or (cwe is not None and r.family == cwe):
             return True
     return False
+
+
+def root_views(outputs: Sequence[str], codebase: Mapping[str, str]) -> dict[str, set[int]]:
+    """The file lines the root was shown in its own outputs, read by content as a prompt is
+    (a file counts where an output carried enough of it to be read: ``oracle_read``)."""
+    reader = PromptReader(codebase)
+    seen: dict[str, set[int]] = {}
+    for text in outputs:
+        if not text.strip():
+            continue
+        shown, _instruction, _size = reader.read(text)
+        for path, view in shown.items():
+            seen.setdefault(path, set()).update(view.text)
+    return seen
+
+
+def root_read(
+    finding: Finding, seen: Mapping[str, set[int]], tolerance: int = DEFAULT_TOLERANCE
+) -> bool:
+    """Whether the root's own outputs (:func:`root_views`) showed it the code of ``finding``:
+    a line of the same file within ``tolerance`` of its start line."""
+    lines = seen.get(finding.file.removeprefix("./"), ())
+    return any(abs(n - finding.start_line) <= tolerance for n in lines)

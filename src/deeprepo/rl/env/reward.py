@@ -27,10 +27,14 @@ Every part is a number in [0, 1] and is reported as its own metric::
 
 ::
 
-    gate  = quality * (grounding_floor + (1 - grounding_floor) * grounding)
+    gate  = quality * (grounding + grounding_floor * read)
     total = clamp(gate * (w.quality + w.coverage * coverage + w.delegation * delegation
                           + w.efficiency * efficiency)
                   - sum(w[q] * penalty[q] for the penalties))
+
+where ``grounding`` is the share of true positives a worker reported and ``read`` the share
+no worker reported but the root's own outputs showed it (``grounding.root_read``); a true
+positive on code nobody was shown counts 0.
 
 Quality gates everything: a run whose findings are wrong (or absent) scores 0 however
 well it delegated, so ignoring the workers cannot pay, and a junk finding is never better
@@ -60,7 +64,7 @@ from deeprepo.findings.grading import (
     parse_ground_truth,
 )
 from deeprepo.rl.env.dispatch import dispatch_stats, source_files
-from deeprepo.rl.env.grounding import grounded, worker_reports
+from deeprepo.rl.env.grounding import grounded, root_read, root_views, worker_reports
 
 __all__ = [
     "PARTS",
@@ -99,14 +103,17 @@ class RewardWeights:
     delegation: float = 0.175
     efficiency: float = 0.175
     zero_delegation: float = 0.50
-    early_finalize: float = 0.30
+    early_finalize: float = 0.50
     redundancy: float = 0.40
     ghost_findings: float = 0.30
     empty_report: float = 0.0  # a metric only: quality 0 already gates such a run to 0
-    grounding_floor: float = 0.5  # the gate's factor when no true positive came from a worker
+    grounding_floor: float = 0.5  # what a true positive the root read itself counts, not a worker
     beta: float = 0.5  # F-beta of the quality part; < 1 weighs precision more
     tolerance: int = DEFAULT_TOLERANCE  # grading line tolerance
-    coverage_threshold: float = 0.8  # below this, submitting is "finalising before coverage"
+    # Ending below this coverage is "finalising before coverage". At 1.0 every unread file
+    # costs: F-beta's lean to precision pays a run that audits half the files 0.75-0.85 of
+    # its quality, so the shortfall must be charged outright (decision 97).
+    coverage_threshold: float = 1.0
     # In-order share of a file at or below which it earns no coverage (credit rises linearly
     # to 1 for the whole file): a file cut short by a twentieth earns nothing.
     min_fraction: float = CREDIT_FLOOR
@@ -185,6 +192,11 @@ def zero_delegation(content_prompts: float) -> bool:
     return content_prompts == 0
 
 
+def _root_outputs(result: RunResult) -> list[str]:
+    """What the root was shown of the run: its first message and every turn's output."""
+    return [result.first_message, *(t.output for t in result.turns)]
+
+
 def _budget_score(budget: float, used: float) -> float:
     return 1.0 if used <= budget else budget / used
 
@@ -211,16 +223,23 @@ def compute_reward(
 
     score = grade(result.findings, entries, tolerance=w.tolerance)
     quality = score.f_beta(w.beta)
+    root_read_tp = 0.0
     if replies is None or not score.matches:
         grounding = 1.0
         grounded_tp = float(score.tp)
+        read_share = 0.0
     else:
         reports = worker_reports(replies, codebase_files, w.tolerance)
-        grounded_tp = float(
-            sum(1 for m in score.matches if grounded(m.finding, reports, w.tolerance))
-        )
+        rest = [m.finding for m in score.matches if not grounded(m.finding, reports, w.tolerance)]
+        grounded_tp = float(len(score.matches) - len(rest))
+        if rest:
+            # A true positive no worker reported counts at the floor when the root's own
+            # outputs showed it the code, and not at all when it was a blind guess.
+            seen = root_views(_root_outputs(result), codebase_files)
+            root_read_tp = float(sum(1 for f in rest if root_read(f, seen, w.tolerance)))
         grounding = grounded_tp / len(score.matches)
-    gate = quality * (w.grounding_floor + (1.0 - w.grounding_floor) * grounding)
+        read_share = root_read_tp / len(score.matches)
+    gate = quality * (grounding + w.grounding_floor * read_share)
     credits = {f: coverage_credit(stats.shares.get(f, 0.0), w.min_fraction) for f in sources}
     coverage = sum(credits.values()) / len(sources) if sources else 1.0
     share = sum(stats.shares.get(f, 0.0) for f in sources) / len(sources) if sources else 1.0
@@ -267,6 +286,7 @@ def compute_reward(
         "decoys_hit": float(score.decoys_hit),
         "gate": gate,
         "grounded_tp": grounded_tp,
+        "root_read_tp": root_read_tp,  # not reported by a worker, but shown to the root
         "replies_recorded": float(len(replies) if replies is not None else 0),
         "targeted_prompts": float(stats.targeted_prompts),
         "source_files": float(len(sources)),
