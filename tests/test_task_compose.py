@@ -30,7 +30,7 @@ SINKS = {
     "ssrf": r"urlopen\(|fetch\(",
     "unsafe-deserialization": r"pickle\.loads\(|yaml\.load\(|runInNewContext\(",
     "weak-password-hash": r"md5|sha1|pbkdf2",
-    "insecure-randomness": r"random\.choice\(|Math\.random\(",
+    "insecure-randomness": r"random\.choice\(|Math\.random\(|secrets\.choice\(|randomBytes\(",
     "hardcoded-secret": r"\"(Bearer )?[A-Za-z0-9]{24}\"",
     "resource-leak": r"\bopen\(|connect\(|openSync\(",
     # The page made 0-based once too few times, or once too many.
