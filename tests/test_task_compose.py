@@ -29,8 +29,8 @@ SINKS = {
     "xss": r"<[a-z]+[^>]*>.*\{",
     "ssrf": r"urlopen\(|fetch\(",
     "unsafe-deserialization": r"pickle\.loads\(|yaml\.load\(|runInNewContext\(",
-    "weak-password-hash": r"md5|sha1",
-    "insecure-randomness": r"random\.choice\(|Math\.random\(",
+    "weak-password-hash": r"md5|sha1|pbkdf2",
+    "insecure-randomness": r"random\.choice\(|Math\.random\(|secrets\.choice\(|randomBytes\(",
     "hardcoded-secret": r"\"(Bearer )?[A-Za-z0-9]{24}\"",
     "resource-leak": r"\bopen\(|connect\(|openSync\(",
     # The page made 0-based once too few times, or once too many.
@@ -41,7 +41,7 @@ SAFE_SINKS = (
     r", \(\w+,\)|, \[\w+\]\)|run\(\w+, check=True\)|execFile\(|basename|safe_load|JSON\.parse|pbkdf2|scrypt|secrets\.|randomBytes"
     r"|environ|process\.env|^\s*with |closeSync|- 1\) \*|escape_html|\.quote\(|json\.loads"
     r"|execFileSync|replace\(/\[&|encodeURIComponent|subprocess\.run\(\["
-    r"|etag|cache_key|cacheKey|request_id|requestId|vnd\.partner|\.close\(\)|- 1, 0\)|with lock:|lock\.acquire\(\)|\+ 1;\n\s*await"
+    r"|etag|cache_key|cacheKey|request_id|requestId|vnd\.partner|\.close\(\)|- 1, 0\)|with lock:|lock\.acquire\(\)|\+ 1;\n\s*await|mutex\.acquire\(\)|If-None-Match|if-none-match"
 )
 
 

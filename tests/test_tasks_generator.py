@@ -39,7 +39,7 @@ SINK_PATTERNS: dict[str, str] = {
     "weak-password-hash": r"\bmd5\b|sha1|sha256",
     "hardcoded-secret": r"\"[A-Za-z0-9_]{20,}\"|Bearer [A-Za-z0-9]{20,}",
     "missing-authorization": r"\.route\(|router\.(get|post|put|patch|delete)\(|\"admin\"",
-    "insecure-randomness": r"random\.(choice|choices|randint|random|getrandbits)\(|Math\.random\(",
+    "insecure-randomness": r"random\.(choice|choices|randint|random|getrandbits)\(|Math\.random\(|secrets\.choice\(|randomBytes\(",
     "race-condition": r"\] = \w+ \+ 1|- amount\)|open\(path, \"wb\"\)|writeFileSync\(",
     "resource-leak": r"\bopen\(|connect\(|openSync\(|get_connection\(",
     "off-by-one": r"page \* per_page|safePage \* limit|// per_page|Math\.floor\(|limit - 1"

@@ -165,9 +165,12 @@ def _safe_use(
     r = render_marked(recipe, Host(lang), rng, "«nm»", body)
     pairs = zip(rng.sample(pools["verbs"], 4), rng.sample(pools["nouns"], 4), strict=True)
     names = sorted({f"{v}_{n}" if lang == "python" else v + n for v, n in pairs})
+    # A literal in a safe body (an ETag) is drawn per sprinkle, as a planted secret is per
+    # placement: the same string in every task would mark the body as clean.
+    code = _any_section(r.code, lang).replace("«secret_alnum»", "«alnum24»")
     block = Block(
         "«nm»",
-        _any_section(r.code, lang),
+        code,
         imports=r.imports,
         exports=() if lang == "python" else ("«nm»",),
     )
