@@ -390,6 +390,7 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
     "comment": ("comment", "cw:"),
 }
 _ABLATED: list[tuple[str, ...]] = []
+_CURVE: list[str] = []  # ``--curve``: the logistic detector's test F1 per flagging share
 
 
 def line_features(path: str, lines: list[str], i: int) -> list[str]:
@@ -534,6 +535,11 @@ def learned_detector(
     q = float((pv >= thr).mean())  # the share of lines flagged, carried over to the test set
     mt = featurize(test)
     pt = _scores(mt, *fit_logistic(m))
+    if _CURVE:  # diagnostic: the test F1 at each share, which the detector never sees
+        for share in shares:
+            f = _flags_at(mt, pt, float(np.quantile(pt, 1 - share)))
+            sc = score_lines(test, f, tol)
+            _CURVE.append(f"| {share:.3f} | {sc.precision:.3f} | {sc.recall:.3f} | {sc.f1:.3f} |")
     return _flags_at(mt, pt, float(np.quantile(pt, 1 - q)) if len(pt) else 1.0)
 
 
@@ -583,11 +589,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--by-kind", action="store_true", help="the logistic detector's recall per bug kind"
     )
+    ap.add_argument(
+        "--curve",
+        action="store_true",
+        help="the logistic detector's held-out F1 at every flagging share it may pick (diagnostic:"
+        " its F1 moves with the share picked on the training seeds)",
+    )
+    ap.add_argument(
+        "--show",
+        default="",
+        help="kinds whose bugs and decoys are printed with the logistic detector's flags (diagnostic)",
+    )
     args = ap.parse_args(argv)
     for g in filter(None, args.ablate.split(",")):
         if g not in FEATURE_GROUPS:
             ap.error(f"unknown feature group {g!r}; choose from {', '.join(FEATURE_GROUPS)}")
         _ABLATED.append(FEATURE_GROUPS[g])
+    if args.curve:
+        _CURVE.append("| share | prec | rec | F1 |\n|---:|---:|---:|---:|")
     sizes, langs = args.sizes.split(","), args.langs.split(",")
     t0 = time.perf_counter()
     train_seeds = range(args.train_seed, args.train_seed + args.train)
@@ -630,9 +649,15 @@ def main(argv: list[str] | None = None) -> int:
     print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = learned_detector(train, test, tol)
     print(row("logistic (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    if _CURVE:
+        print()
+        print("\n".join(_CURVE))
     if args.by_kind:
         print()
         print(by_kind(test, fl, tol))
+    for kind in filter(None, args.show.split(",")):
+        print()
+        print(show_kind(test, fl, kind, tol))
     reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()
@@ -670,6 +695,29 @@ def by_kind(tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], 
             f"| {k} | {bugs[k]} | {found[k] / bugs[k]:.2f} | {decoys[k]} "
             f"| {decoy_hit[k] / decoys[k] if decoys[k] else 0:.2f} |"
         )
+    return "\n".join(out)
+
+
+def show_kind(
+    tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], kind: str, tol: int
+) -> str:
+    """Every bug and decoy of ``kind`` with the lines around it, ``>`` before a flagged line
+    (a diagnostic: what the detector sees in the entries it finds and misses)."""
+    out = []
+    for t, task in enumerate(tasks):
+        fl = flags.get(t, set())
+        for e in task.ground_truth:
+            if e.kind != kind:
+                continue
+            lines = task.files[e.file].split("\n")
+            lo, hi = e.start_line - tol, e.end_line + tol
+            hit = any((e.file, ln) in fl for ln in range(lo, hi + 1))
+            label = "BUG" if e.vulnerable else "decoy"
+            out.append(f"--- {label} {'found' if hit else 'missed'} {e.file}:{e.start_line}")
+            for ln in range(max(lo - 3, 1), min(hi + 3, len(lines)) + 1):
+                mark = ">" if (e.file, ln) in fl else " "
+                inside = "|" if e.start_line <= ln <= e.end_line else " "
+                out.append(f"{mark}{inside}{ln:5} {lines[ln - 1]}")
     return "\n".join(out)
 
 
