@@ -62,7 +62,10 @@ def plan_snippets(
                 s for s in cat if s.kind == kind and s.vulnerable == vulnerable and s not in chosen
             ]
             rng.shuffle(variants)
-            if vulnerable and want_cross and not any(c.source for c in chosen):
+            # A task with a cross-file bug gets a cross-file decoy too (the same helper, its
+            # caller checks first): else the hand-written helpers' lines, diluted among the
+            # composed decoys, would sit in bugs far more often than in decoys.
+            if want_cross and not any(c.source for c in chosen if c.vulnerable == vulnerable):
                 variants.sort(key=lambda s: s.source is None)
             for v in variants:
                 c = _claim(v)
