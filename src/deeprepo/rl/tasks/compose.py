@@ -424,7 +424,7 @@ def _caller(
         fn = ("async def " if aw else "def ") + f"{prefix}_{name}"
         call = f"return {'await ' if aw else ''}{me}{name}({args})"
         return ["", "", f"{i}{fn}({', '.join(['self'] * host.method + outer)}):", i + ind + call]
-    cname = prefix + name[:1].upper() + name[1:]
+    cname = name + prefix.capitalize()  # a suffix: the name may still be a «placeholder»
     head = ("" if host.method else "function ") + f"{cname}({', '.join(outer)}) {{"
     return ["", i + head, i + ind + f"return {me}{name}({args});", i + "}"]
 
