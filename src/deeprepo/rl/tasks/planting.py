@@ -121,6 +121,13 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     classes as well (``composed.any_section_code``)."""
     if not portable(snippet):
         return proj.sections(snippet.host)
+    # The config module holds constants: a function there, glued between settings, would be
+    # planted code only (sprinkling puts none there, ``NO_FUNCTION_ROLES``).
+    mods = [
+        sec
+        for sec in _function_modules(proj)
+        if snippet.block.key.isupper() or sec.id.split(":")[0] not in NO_FUNCTION_ROLES
+    ]
     if is_composed(snippet):
         # Classes and the app module too: a composed snippet needs no caller, so no export.
         more = [
@@ -128,8 +135,8 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
             for sid, (_f, sec) in proj.registry.items()
             if (sec.class_name is not None or sid == "app") and sid.split(":")[0] != "tests"
         ]
-        return _function_modules(proj) + more
-    return _function_modules(proj)
+        return mods + more
+    return mods
 
 
 def _function_modules(proj: Project) -> list[Section]:
