@@ -379,9 +379,12 @@ def pass_through(
     return None
 
 
-def place_twin(rng: random.Random, proj: Project) -> bool:
-    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
+def place_twin(rng: random.Random, proj: Project, names: frozenset[str] = frozenset()) -> bool:
+    """A cross-file bug's helper as clean code: same text, called with constant arguments;
+    one of the helpers ``names`` when any is one (the task's own cross-file bugs: else the
+    helpers it plants would be rarer in its clean code than in its bugs)."""
     cands = [s for s in snippets(proj.lang) if s.vulnerable and s.twin_args]
+    cands = [s for s in cands if s.name in names] or cands
     snippet = renamed(rng.choice(cands), rng)
     hosts = host_sections(proj, snippet)
     rng.shuffle(hosts)
