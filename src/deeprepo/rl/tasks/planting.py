@@ -58,13 +58,21 @@ def plan_snippets(
             if picked >= count:
                 break
             kind = kinds[i % len(kinds)]
+            # One cross-file helper is planted once: its bug and its guarded decoy share the
+            # helper's name and their routes' names, so the second would find no free route.
+            helpers = {c.block.key for c in chosen if c.source}
             variants = [
-                s for s in cat if s.kind == kind and s.vulnerable == vulnerable and s not in chosen
+                s
+                for s in cat
+                if s.kind == kind
+                and s.vulnerable == vulnerable
+                and s not in chosen
+                and not (s.source and s.block.key in helpers)
             ]
             rng.shuffle(variants)
-            # A task with a cross-file bug gets a cross-file decoy too (the same helper, its
-            # caller checks first): else the hand-written helpers' lines, diluted among the
-            # composed decoys, would sit in bugs far more often than in decoys.
+            # A task with a cross-file bug gets a cross-file decoy too (a hand-written helper
+            # whose caller checks first): else the helpers' lines, diluted among the composed
+            # decoys, would sit in bugs far more often than in decoys.
             if want_cross and not any(c.source for c in chosen if c.vulnerable == vulnerable):
                 variants.sort(key=lambda s: s.source is None)
             for v in variants:
