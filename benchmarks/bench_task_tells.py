@@ -27,12 +27,13 @@ number of flags uniformly over the same units, per task, and is averaged over dr
 
     python benchmarks/bench_task_tells.py [--n 12] [--train 12] [--sizes small,medium,large]
         [--langs python,js,mixed] [--tol 3] [--train-seed 10000] [--test-seed 20000]
-        [--ablate GROUP,...] [--by-kind] [--share-curve]
+        [--ablate GROUP,...] [--by-kind] [--curve] [--show KIND,...]
 
 ``--ablate`` fits the logistic detector without some feature groups (``FEATURE_GROUPS``) and
 ``--by-kind`` prints its recall per bug kind: which features and kinds carry its F1;
-``--share-curve`` its test F1 at every flagging share (the best is its F1 without the noise of
-picking the share on training seeds).
+``--curve`` its test F1 at every flagging share (the best is its F1 without the noise of
+picking the share on training seeds), and ``--show KIND`` each bug and decoy of a kind with the
+lines it flagged.
 """
 
 from __future__ import annotations
@@ -392,6 +393,7 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
     "comment": ("comment", "cw:"),
 }
 _ABLATED: list[tuple[str, ...]] = []
+_CURVE: list[str] = []  # ``--curve``: the logistic detector's test F1 per flagging share
 
 
 def line_features(path: str, lines: list[str], i: int) -> list[str]:
@@ -539,23 +541,12 @@ def learned_detector(
     q = float((pv >= thr).mean())  # the share of lines flagged, carried over to the test set
     mt = featurize(test)
     pt = _scores(mt, *fit_logistic(m))
+    if _CURVE:  # diagnostic: the test F1 at each share, which the detector never sees
+        for share in shares:
+            f = _flags_at(mt, pt, float(np.quantile(pt, 1 - share)))
+            sc = score_lines(test, f, tol)
+            _CURVE.append(f"| {share:.3f} | {sc.precision:.3f} | {sc.recall:.3f} | {sc.f1:.3f} |")
     return _flags_at(mt, pt, float(np.quantile(pt, 1 - q)) if len(pt) else 1.0)
-
-
-def share_curve(train: list[GeneratedTask], test: list[GeneratedTask], tol: int) -> str:
-    """The logistic detector fitted on all the training tasks, scored on the test tasks at
-    each share of lines it may flag: a diagnostic. The detector's own row picks one share on
-    a third of the training tasks, which moves its F1 by a few hundredths between runs; the
-    best of this curve is what the features allow at all, so two generators compare on it."""
-    import numpy as np
-
-    mt = featurize(test)
-    pt = _scores(mt, *fit_logistic(featurize(train)))
-    cells = []
-    for q in _SHARES:
-        f1 = score_lines(test, _flags_at(mt, pt, float(np.quantile(pt, 1 - q))), tol).f1
-        cells.append(f"{q:g}: {f1:.3f}")
-    return "logistic F1 by flagged share: " + ", ".join(cells)
 
 
 def _rows(m: LineMatrix, mask: Any) -> LineMatrix:
@@ -605,16 +596,23 @@ def main(argv: list[str] | None = None) -> int:
         "--by-kind", action="store_true", help="the logistic detector's recall per bug kind"
     )
     ap.add_argument(
-        "--share-curve",
+        "--curve",
         action="store_true",
-        help="also the logistic detector's test F1 at every flagging share it may pick (a "
-        "diagnostic: the best of them is its F1 without the noise of picking the share)",
+        help="the logistic detector's held-out F1 at every flagging share it may pick (diagnostic:"
+        " its F1 moves with the share picked on the training seeds)",
+    )
+    ap.add_argument(
+        "--show",
+        default="",
+        help="kinds whose bugs and decoys are printed with the logistic detector's flags (diagnostic)",
     )
     args = ap.parse_args(argv)
     for g in filter(None, args.ablate.split(",")):
         if g not in FEATURE_GROUPS:
             ap.error(f"unknown feature group {g!r}; choose from {', '.join(FEATURE_GROUPS)}")
         _ABLATED.append(FEATURE_GROUPS[g])
+    if args.curve:
+        _CURVE.append("| share | prec | rec | F1 |\n|---:|---:|---:|---:|")
     sizes, langs = args.sizes.split(","), args.langs.split(",")
     t0 = time.perf_counter()
     train_seeds = range(args.train_seed, args.train_seed + args.train)
@@ -657,12 +655,15 @@ def main(argv: list[str] | None = None) -> int:
     print(row("line-shape (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
     fl = learned_detector(train, test, tol)
     print(row("logistic (learned)", score_lines(test, fl, tol), chance_lines(test, fl, tol)))
+    if _CURVE:
+        print()
+        print("\n".join(_CURVE))
     if args.by_kind:
         print()
         print(by_kind(test, fl, tol))
-    if args.share_curve:
+    for kind in filter(None, args.show.split(",")):
         print()
-        print(share_curve(train, test, tol))
+        print(show_kind(test, fl, kind, tol))
     reuse, per_k, n_big = shape_reuse(test)
     clean_hits = _clean_file_hits(test)
     print()
@@ -700,6 +701,29 @@ def by_kind(tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], 
             f"| {k} | {bugs[k]} | {found[k] / bugs[k]:.2f} | {decoys[k]} "
             f"| {decoy_hit[k] / decoys[k] if decoys[k] else 0:.2f} |"
         )
+    return "\n".join(out)
+
+
+def show_kind(
+    tasks: list[GeneratedTask], flags: dict[int, set[tuple[str, int]]], kind: str, tol: int
+) -> str:
+    """Every bug and decoy of ``kind`` with the lines around it, ``>`` before a flagged line
+    (a diagnostic: what the detector sees in the entries it finds and misses)."""
+    out = []
+    for t, task in enumerate(tasks):
+        fl = flags.get(t, set())
+        for e in task.ground_truth:
+            if e.kind != kind:
+                continue
+            lines = task.files[e.file].split("\n")
+            lo, hi = e.start_line - tol, e.end_line + tol
+            hit = any((e.file, ln) in fl for ln in range(lo, hi + 1))
+            label = "BUG" if e.vulnerable else "decoy"
+            out.append(f"--- {label} {'found' if hit else 'missed'} {e.file}:{e.start_line}")
+            for ln in range(max(lo - 3, 1), min(hi + 3, len(lines)) + 1):
+                mark = ">" if (e.file, ln) in fl else " "
+                inside = "|" if e.start_line <= ln <= e.end_line else " "
+                out.append(f"{mark}{inside}{ln:5} {lines[ln - 1]}")
     return "\n".join(out)
 
 

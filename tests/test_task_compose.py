@@ -67,11 +67,15 @@ def test_the_catalogue_is_compositional_and_large() -> None:
         bugs = [r for r in rs if r.vulnerable]
         assert len(bugs) >= 200 and len(rs) - len(bugs) >= 150, lang
         assert len({r.name for r in rs}) == len(rs)
-        # Each kind has bugs through every source and propagation, and decoys of its own.
+        # Each kind has bugs through every source and propagation, and decoys of its own; the
+        # sources with a caller go with the kinds whose label the value decides.
         for kind in {r.kind for r in rs}:
             mine = [r for r in rs if r.kind == kind]
+            tainted = any(r.sink.tainted for r in mine)
             assert {r.source.id for r in mine if r.vulnerable} >= {
-                s.id for s in compose.parts(lang).sources if not s.trusted
+                s.id
+                for s in compose.parts(lang).sources
+                if not s.trusted and (tainted or not s.caller)
             }
             assert any(not r.vulnerable for r in mine), kind
 
@@ -186,3 +190,53 @@ def test_a_composed_snippet_is_rendered_afresh_per_placement() -> None:
     again = flows.renamed(snip, random.Random(3))
     assert again == flows.renamed(snip, random.Random(3)) and again.name == snip.name
     assert "⟦sink⟧" in again.block.code and again.vulnerable == snip.vulnerable
+
+
+def test_a_caller_decides_the_label_where_the_function_reads_a_parameter() -> None:
+    """The function with a caller is the same text whichever its label: its one caller, after
+    it, passes the sink's constant (a decoy) or what it reads itself (the bug)."""
+    for lang in LANGS:
+        called = [r for r in recipes(lang) if r.source.caller]
+        assert {r.source.id for r in called if r.vulnerable} == {"relay"}
+        assert any(not r.vulnerable and not r.safe_sink for r in called)
+        for k, recipe in enumerate(called[::7]):
+            r = render_bug(recipe, Host(lang), random.Random(k), name="f")
+            call = [ln for ln in r.code.split("\n")[r.sink_line :] if re.search(r"\bf\(", ln)]
+            assert len(call) == 1, r.code  # the caller follows the function, outside its range
+            args = re.split(r"\bf\(", call[0], maxsplit=1)[1]
+            if recipe.source.trusted:
+                assert re.search(r"[\"'][^\"']*[\"']\)", args), call  # a literal, not input
+                assert "only caller passes a constant" in r.description or recipe.safe_sink
+            else:
+                assert re.search(r"\.get\(|\.\w+ \|\|", args), call
+        # Where the sink alone is the defect, a caller would change nothing: none is rendered.
+        assert all(r.sink.tainted for r in called)
+
+
+def test_a_check_whose_result_is_not_used_leaves_the_bug() -> None:
+    for lang in LANGS:
+        stale = [
+            r
+            for r in recipes(lang)
+            if r.guard is not None and r.guard.stale and not (r.safe_sink or r.source.trusted)
+        ]
+        assert stale and all(r.vulnerable for r in stale)
+        for k, recipe in enumerate(stale[::5]):
+            r = render_bug(recipe, Host(lang), random.Random(k))
+            lines = r.code.split("\n")
+            bound = re.match(r"\s*(?:const )?(\w+) = ", lines[r.start_line - 1])
+            assert bound, lines[r.start_line - 1]
+            assert bound.group(1) not in re.findall(r"\w+", lines[r.sink_line - 1]), r.code
+
+
+def test_a_holding_lookup_and_its_look_alike_differ_only_in_the_default() -> None:
+    from deeprepo.rl import line_shape
+
+    for lang in LANGS:
+        guards = {g.id: g for g in compose.parts(lang).guards}
+        for held, leaky in (("lookup", "lookup-fallback"), ("url-lookup", "url-lookup-fallback")):
+            assert guards[held].safe and not guards[leaky].safe
+            held_code, leaky_code = (
+                re.sub(r"@\w+", "x", g.code) for g in (guards[held], guards[leaky])
+            )
+            assert line_shape(held_code) == line_shape(leaky_code)

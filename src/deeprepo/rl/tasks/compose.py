@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
-from deeprepo.rl.tasks.datafile import CatalogueError, document
+from deeprepo.rl.tasks.datafile import CatalogueError, Entry, document
 from deeprepo.rl.tasks.mutate import COMMENTS
 from deeprepo.rl.tasks.naming import secret_token
 from deeprepo.rl.tasks.taxonomy import BUG_KINDS
@@ -49,9 +49,14 @@ class Part:
     opens: bool = False  # the code opens a block: the later steps are nested inside it
     safe: bool = False  # guards: the check stops the attack
     trusted: bool = False  # sources: the value is a constant, not input
+    stale: bool = False  # guards: binds @v2, but the later steps keep using @v (a bug)
     kinds: tuple[str, ...] = ()  # guards: the bug kinds it applies to
     imports: tuple[str, ...] = ()
     what: str = ""  # guards: what the check does, for the description
+    # Sources: what a caller after the function passes ("" none; @constant: the sink's), and its
+    # own parameters. Trusted with a caller: a decoy whose safety is in its caller, not local.
+    caller: str = ""
+    caller_params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Sink:
     what: str
     tainted: bool = True  # False: the defect is in the sink alone (a secret, a leak), so
     # neither the source nor a guard changes the label
+    constant: str = '"@const"'  # what a caller that passes no input gives the function
 
 
 @dataclass(frozen=True)
@@ -146,17 +152,11 @@ class Parts:
 
 
 def _strs(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    v = d.get(key, [])
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise CatalogueError(f"{where}: {key!r} must be a list of strings")
-    return tuple(v)
+    return Entry(d, where.split(" ", 1)[0], where).texts(key)
 
 
 def _str(d: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
-    v = d.get(key, default)
-    if not isinstance(v, str):
-        raise CatalogueError(f"{where}: {key!r} must be a string")
-    return v
+    return Entry(d, where.split(" ", 1)[0], where).text(key, default)
 
 
 _POOLS = ("verbs", "nouns", "values", "renamed", "mappings", "keys", "tables", "columns")
@@ -168,13 +168,12 @@ def _part(d: Mapping[str, Any], where: str) -> Part:
         _str(d, "id", where),
         _str(d, "code", where, "").strip("\n"),
         params=_strs(d, "params", where),
-        rebind=bool(d.get("rebind", False)),
-        opens=bool(d.get("opens", False)),
-        safe=bool(d.get("safe", False)),
-        trusted=bool(d.get("trusted", False)),
+        **{f: bool(d.get(f, False)) for f in ("rebind", "opens", "safe", "trusted", "stale")},
         kinds=_strs(d, "kinds", where),
         imports=_strs(d, "imports", where),
         what=_str(d, "what", where, ""),
+        caller=_str(d, "caller", where, ""),
+        caller_params=_strs(d, "caller_params", where),
     )
 
 
@@ -219,6 +218,7 @@ def parts(lang: str) -> Parts:
                 _strs(s, "safe_imports", w),
                 _str(s, "what", w),
                 bool(s.get("tainted", True)),
+                _str(s, "constant", w, '"@const"'),
             )
         )
     guards = tuple(_part(g, f"{where} [[guard]] #{k + 1}") for k, g in enumerate(doc["guard"]))
@@ -239,14 +239,16 @@ def recipes(lang: str) -> tuple[Recipe, ...]:
     """Every combination of ``lang``, in data order: for each sink, its dangerous bodies and
     (where it has them) its safe bodies, each with no guard and each guard of its kind, each
     with every source × propagation. A check in front of a safe sink, holding or not, is then
-    as common in decoys as in bugs."""
+    as common in decoys as in bugs. Sources with a caller go only with ``tainted`` sinks,
+    where the caller decides the label."""
     p = parts(lang)
     out = []
     for sink in p.sinks:
         guards: list[Part | None] = [None, *(g for g in p.guards if sink.kind in g.kinds)]
+        sources = [s for s in p.sources if sink.tainted or not s.caller]
         for safe_sink in (False, True) if sink.safe else (False,):
             for g in guards:
-                for src in p.sources:
+                for src in sources:
                     for prop in p.propagations:
                         out.append(Recipe(lang, sink.kind, src, prop, sink, g, safe_sink))
     return tuple(out)
@@ -355,7 +357,7 @@ def render_marked(
         if step.rebind:
             slots["v2"] = _pick(rng, pools["renamed"], taken)
         add(step.code.replace("@fail", fail), depth)
-        if step.rebind:
+        if step.rebind and not step.stale:
             slots["v"] = slots["v2"]
         if step.opens:
             depth += 1
@@ -385,6 +387,8 @@ def render_marked(
         out.append(host.indent + st.indent * d + t)
     if not py:
         out.append(host.indent + "}")
+    if recipe.source.caller:
+        out += _caller(recipe, host, name, slots, is_async and py, rng)
     guard = recipe.guard
     imports = [*recipe.sink.imports, *(guard.imports if guard else ())]
     if recipe.safe_sink:
@@ -402,13 +406,41 @@ def render_marked(
     )
 
 
+_CALLER_PREFIXES = ("nightly", "default", "scheduled", "preview", "sync", "batch")
+
+
+def _caller(
+    recipe: Recipe, host: Host, name: str, slots: dict[str, str], aw: bool, rng: random.Random
+) -> list[str]:
+    """The function's one caller, after it, passing ``source.caller`` and the sink's params."""
+    py = recipe.lang == "python"
+    slots = {**slots, "constant": _fill(recipe.sink.constant, slots)}
+    outer = [*recipe.sink.params, *(_fill(x, slots) for x in recipe.source.caller_params)]
+    args = ", ".join([*recipe.sink.params, _fill(recipe.source.caller, slots)])
+    prefix = rng.choice(_CALLER_PREFIXES)
+    me = ("self." if py else "this.") if host.method else ""
+    i, ind = host.indent, parts(recipe.lang).style.indent
+    if py:
+        fn = ("async def " if aw else "def ") + f"{prefix}_{name}"
+        call = f"return {'await ' if aw else ''}{me}{name}({args})"
+        return ["", "", f"{i}{fn}({', '.join(['self'] * host.method + outer)}):", i + ind + call]
+    cname = name + prefix.capitalize()  # a suffix: the name may still be a «placeholder»
+    head = ("" if host.method else "function ") + f"{cname}({', '.join(outer)}) {{"
+    return ["", i + head, i + ind + f"return {me}{name}({args});", i + "}"]
+
+
 def _describe(recipe: Recipe, name: str, slots: Mapping[str, str]) -> str:
     what = _fill(recipe.sink.what, slots)
     title = BUG_KINDS[recipe.kind].title
     if recipe.safe_sink:
         return f"Safe: `{name}` looks like a {title.lower()} sink, but does it safely."
     if not recipe.vulnerable and recipe.source.trusted:
-        return f"Safe: `{name}` {what}, but the value is a constant, not input."
+        src = (
+            "its only caller passes a constant"
+            if recipe.source.caller
+            else "the value is a constant"
+        )
+        return f"Safe: `{name}` {what}, but {src}, not input."
     g = recipe.guard
     if g is None or not recipe.sink.tainted:
         return f"`{name}` {what} with no check ({title})."

@@ -74,19 +74,26 @@ def any_section_code(code: str, lang: str) -> str:
     """A composed snippet's function rewritten to fit a class as well as a module: the
     section's context then renders it as a method or a function. Planted bugs then go into
     class files too, as the sprinkled safe ways already do (``composed_safe_uses``)."""
-    if lang == "python":
-        code = re.sub(r"^((?:async )?def \w+\()\)", r"\1«self0»)", code, count=1)
-        return re.sub(r"^((?:async )?def \w+\()(?!«self0»\))", r"\1«selfp»", code, count=1)
-    code = re.sub(r"^async function (\w+\()", r"«afn»\1", code, count=1)
-    return re.sub(r"^function (\w+\()", r"«fn»\1", code, count=1)
+    m = re.match(r"(?:async )?(?:def|function) (\w+)\(", code)
+    return _methods(code, lang, m.group(1)) if m else code
 
 
 def _any_section(code: str, lang: str) -> str:
     """A rendered module function rewritten to fit a class as well (``«selfp»``/``«fn»``)."""
+    return _methods(code, lang, "«nm»")
+
+
+def _methods(code: str, lang: str, name: str) -> str:
+    """Every function of ``code`` (the composed one and its caller, if any) written for a
+    class or a module, and the caller's call of ``name`` through ``«me.»``."""
     if lang == "python":
-        return re.sub(r"^((?:async )?def «nm»\()", r"\1«selfp»", code, count=1)
-    code = re.sub(r"^async function «nm»\(", "«afn»«nm»(", code, count=1)
-    return re.sub(r"^function «nm»\(", "«fn»«nm»(", code, count=1)
+        code = re.sub(r"^((?:async )?def [^\s(]+\()\)", r"\1«self0»)", code, flags=re.M)
+        code = re.sub(r"^((?:async )?def [^\s(]+\()(?!«self0»\))", r"\1«selfp»", code, flags=re.M)
+    else:
+        code = re.sub(r"^async function ([^\s(]+\()", r"«afn»\1", code, flags=re.M)
+        code = re.sub(r"^function ([^\s(]+\()", r"«fn»\1", code, flags=re.M)
+    call = re.compile(r"(return (?:await )?)" + re.escape(name) + r"\(")
+    return call.sub(lambda m: m.group(1) + "«me.»" + name + "(", code)
 
 
 @cache

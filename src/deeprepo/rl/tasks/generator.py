@@ -105,8 +105,9 @@ def _subproject(
         p = place(rng, proj, renamed(snip, rng), f"{root or 'r'}{i}".replace("/", "_"))
         if p:
             placed.append(p)
-    for _ in range(_TWINS[size] + rng.randint(0, 1)):
-        place_twin(rng, proj)
+    crossing = [p.snippet.name for p in placed if p.snippet.vulnerable and p.snippet.twin_args]
+    for k in range(_TWINS[size] + rng.randint(0, 1)):
+        place_twin(rng, proj, frozenset(crossing[k : k + 1]))
     sprinkle_safe_uses(rng, proj, tuple(p.snippet for p in placed))
     mutate_comments(rng, proj)
     return proj, placed

@@ -58,11 +58,22 @@ def plan_snippets(
             if picked >= count:
                 break
             kind = kinds[i % len(kinds)]
+            # One cross-file helper is planted once: its bug and its guarded decoy share the
+            # helper's name and their routes' names, so the second would find no free route.
+            helpers = {c.block.key for c in chosen if c.source}
             variants = [
-                s for s in cat if s.kind == kind and s.vulnerable == vulnerable and s not in chosen
+                s
+                for s in cat
+                if s.kind == kind
+                and s.vulnerable == vulnerable
+                and s not in chosen
+                and not (s.source and s.block.key in helpers)
             ]
             rng.shuffle(variants)
-            if vulnerable and want_cross and not any(c.source for c in chosen):
+            # A task with a cross-file bug gets a cross-file decoy too (a hand-written helper
+            # whose caller checks first): else the helpers' lines, diluted among the composed
+            # decoys, would sit in bugs far more often than in decoys.
+            if want_cross and not any(c.source for c in chosen if c.vulnerable == vulnerable):
                 variants.sort(key=lambda s: s.source is None)
             for v in variants:
                 c = _claim(v)
@@ -118,6 +129,13 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     classes as well (``composed.any_section_code``)."""
     if not portable(snippet):
         return proj.sections(snippet.host)
+    # The config module holds constants: a function there, glued between settings, would be
+    # planted code only (sprinkling puts none there, ``NO_FUNCTION_ROLES``).
+    mods = [
+        sec
+        for sec in _function_modules(proj)
+        if snippet.block.key.isupper() or sec.id.split(":")[0] not in NO_FUNCTION_ROLES
+    ]
     if is_composed(snippet):
         # Classes and the app module too: a composed snippet needs no caller, so no export.
         more = [
@@ -125,8 +143,8 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
             for sid, (_f, sec) in proj.registry.items()
             if (sec.class_name is not None or sid == "app") and sid.split(":")[0] != "tests"
         ]
-        return _function_modules(proj) + more
-    return _function_modules(proj)
+        return mods + more
+    return mods
 
 
 def _function_modules(proj: Project) -> list[Section]:
@@ -369,9 +387,12 @@ def pass_through(
     return None
 
 
-def place_twin(rng: random.Random, proj: Project) -> bool:
-    """A cross-file bug's helper as clean code: same text, called with constant arguments."""
+def place_twin(rng: random.Random, proj: Project, names: frozenset[str] = frozenset()) -> bool:
+    """A cross-file bug's helper as clean code: same text, called with constant arguments;
+    one of the helpers ``names`` when any is one (the task's own cross-file bugs: else the
+    helpers it plants would be rarer in its clean code than in its bugs)."""
     cands = [s for s in snippets(proj.lang) if s.vulnerable and s.twin_args]
+    cands = [s for s in cands if s.name in names] or cands
     snippet = renamed(rng.choice(cands), rng)
     hosts = host_sections(proj, snippet)
     rng.shuffle(hosts)

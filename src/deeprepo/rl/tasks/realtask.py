@@ -40,7 +40,7 @@ from deeprepo.rl.tasks.snippets import ENTITY_HOSTS, SafeUse, Snippet
 
 NOTICES = "THIRD_PARTY_LICENSES.txt"
 _PLACEHOLDERS = frozenset(
-    {"selfp", "self0", "fn", "afn", "nm", "hex40", "hex16", "alnum24"}
+    {"selfp", "self0", "me.", "fn", "afn", "nm", "hex40", "hex16", "alnum24"}
     | {"secret_hex", "secret_alnum", "pkg_file", "currency", "bad_name_msg"}
 )
 _HEX = "0123456789abcdef"
@@ -109,6 +109,7 @@ def _ctx(rng: random.Random, host: _Host, name: str) -> dict[str, str]:
     return {
         "selfp": "",
         "self0": "",
+        "me.": "",
         "fn": "function ",
         "afn": "async function ",
         "nm": name,

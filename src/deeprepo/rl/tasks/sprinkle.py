@@ -120,15 +120,33 @@ def sprinkle_safe_uses(rng: random.Random, proj: Project, planted: tuple[Snippet
         )
         slots += [(path, hosts, fill_in and n == 0) for n in range(want + fill_in)]
     echoes = _echo_slots(rng, slots, planted)
+    # What fits a section depends on its role and on whether it is a class; scanning the pool
+    # once per kind of section, not per block, keeps a larger pool cheap.
+    fitting: dict[tuple[str, bool, bool], tuple[list[SafeUse], list[float]]] = {}
     for slot, (path, hosts, lookalike) in enumerate(slots):
         echo = echoes.get(slot)
         if echo is None:
             sec = rng.choice(hosts)
-            added += _sprinkle_one(rng, proj, sec, pool, in_file[path], table_ctx, lookalike)
+            key = (role_of(sec), sec.class_name is None, lookalike)
+            if key not in fitting:
+                fitting[key] = _fitting(pool, sec, lookalike, proj.lang)
+            uses, inv = fitting[key]
         else:
             sec = rng.choice([h for h in hosts if _fits(echo, h)])
-            added += _sprinkle_one(rng, proj, sec, (echo,), in_file[path], table_ctx, False)
+            uses, inv = [echo], [1.0 / _weight(echo)]
+        added += _sprinkle_one(rng, proj, sec, uses, inv, in_file[path], table_ctx)
     return added
+
+
+def _fitting(
+    pool: tuple[SafeUse, ...], sec: Section, lookalike: bool, lang: str
+) -> tuple[list[SafeUse], list[float]]:
+    """The uses of ``pool`` that fit ``sec`` (composed safe ways only when ``lookalike``, if
+    any fit), with the inverse of each one's weight."""
+    fits = [u for u in pool if _fits(u, sec)]
+    if lookalike:
+        fits = [u for u in fits if is_composed_use(u, lang)] or fits
+    return fits, [1.0 / _weight(u) for u in fits]
 
 
 def _echo_slots(
@@ -150,20 +168,19 @@ def _sprinkle_one(
     rng: random.Random,
     proj: Project,
     sec: Section,
-    pool: tuple[SafeUse, ...],
+    fits: list[SafeUse],
+    inv_weights: list[float],
     taken: set[str],
     table_ctx: dict[str, str],
-    lookalike: bool,
 ) -> int:
-    """One clean block into ``sec`` (a composed safe way when ``lookalike``); 1 if it went in."""
-    fits = [u for u in pool if _fits(u, sec)]
-    if lookalike:
-        fits = [u for u in fits if is_composed_use(u, proj.lang)] or fits
+    """One clean block of ``fits`` into ``sec``; 1 if it went in."""
     # Weighted order without replacement (Efraimidis–Spirakis): sink-like uses come first.
-    order = [rng.random() ** (1.0 / _weight(u)) for u in fits]
-    fits = [u for _, u in sorted(zip(order, fits, strict=True), key=lambda t: -t[0])]
+    keys = [rng.random() ** w for w in inv_weights]
+    order = sorted(range(len(fits)), key=lambda k: -keys[k])
     base = {**proj.ctx, **sec.ctx}
-    for use in fits:  # module-level names must be unique in their file (``taken``)
+    for use in (
+        fits[k] for k in order
+    ):  # module-level names must be unique in their file (``taken``)
         use = restyled_use(use, proj.lang, rng)
         name = rng.choice(use.names)
         key = _filled(name, base)
