@@ -542,7 +542,7 @@ def learned_detector(
     mt = featurize(test)
     pt = _scores(mt, *fit_logistic(m))
     if _CURVE:  # diagnostic: the test F1 at each share, which the detector never sees
-        for share in shares:
+        for share in _SHARES:
             f = _flags_at(mt, pt, float(np.quantile(pt, 1 - share)))
             sc = score_lines(test, f, tol)
             _CURVE.append(f"| {share:.3f} | {sc.precision:.3f} | {sc.recall:.3f} | {sc.f1:.3f} |")
