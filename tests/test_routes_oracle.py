@@ -55,9 +55,9 @@ def test_a_worker_asked_for_something_else_reports_nothing(policy: str, tasks: l
 
 def test_guesses_no_worker_reported_are_not_grounded(tasks: list[Task]) -> None:
     """The template matcher sends every file with the audit request and reads no reply. When
-    the workers report no true bug (miss rate 1), none of its correct guesses is grounded;
-    and since the root never printed the code either, they are blind guesses: the gate is 0.
-With the default worker, only those a worker happened to report are grounded."""
+        the workers report no true bug (miss rate 1), none of its correct guesses is grounded;
+        and since the root never printed the code either, they are blind guesses: the gate is 0.
+    With the default worker, only those a worker happened to report are grounded."""
     tps = 0
     for task in tasks:
         blind = rollout("template-matcher", task, miss_rate=1.0, false_rate=0.0)
