@@ -31,9 +31,13 @@ def estimated_tokens(text: str) -> float:
     return len(text) / 3.5
 
 
+# 27 tasks: compact records what one prompt reported without the expert's checks, so its
+# reward rides on the worker's false and misplaced findings; over 9 tasks that drew it from
+# 0.76 to 1.0 of the expert's, over these 27 it is 0.86 (0.97 before issue 19's round four,
+# whose decoys, line for line their bugs, draw more false findings).
 SPECS = [
     TaskSpec("small", seed=seed, lang=lang)
-    for seed in (41, 42, 43)
+    for seed in range(41, 50)
     for lang in ("python", "js", "mixed")
 ]
 
@@ -64,8 +68,17 @@ def test_compact_keeps_most_of_the_experts_reward(
         assert len(result.turns) == len(compact.COMPACT)
         # Every file reached a worker, in parallel batches of prompts with code in them.
         assert o.reward.parts["coverage_reward"] == 1.0
-        assert o.reward.parts["delegation_reward"] >= 0.9
-        assert o.reward.parts["redundancy_penalty"] <= 0.05
+        # Its checks are short re-queries (under the 5 lines a content prompt needs): on a
+        # task with four checks to sixteen file prompts they are a fifth of its prompts.
+        assert o.reward.details["batch_share"] >= 0.9
+        assert o.reward.parts["delegation_reward"] >= 0.75
+        # A check that re-shows a doubtful line's file alone: 0.06-0.11 on a few of these
+        # tasks, as the expert's own checks (up to 0.2 on them).
+        assert o.reward.parts["redundancy_penalty"] <= 0.2
+    # Over the tasks, as the expert: batched content prompts, next to no blind re-sends.
+    parts = [o.reward.parts for o in outcomes["compact"]]
+    assert statistics.mean(p["delegation_reward"] for p in parts) >= 0.9
+    assert statistics.mean(p["redundancy_penalty"] for p in parts) <= 0.05
 
 
 @pytest.mark.e2e
