@@ -175,10 +175,13 @@ NO_FUNCTION_ROLES = frozenset({"tests", "config"})
 
 
 def size_bins(proj: Project) -> dict[str, int]:
-    """Each code file's size quartile among the project's code files, by the length it will
-    have once every file that can hold a function holds its one planted or look-alike
-    block. Taken once, before the first snippet goes in, and kept: re-ranked after each
-    placement, a file that took a block would change quartile and the draw would chase it."""
+    """Each code file's size quartile among the project's files that can hold a function
+    (tests and config never do), by the length it will have once each holds its one planted
+    or look-alike block. Ranked among all code files, the smallest quartile was mostly tests
+    and config, and its share of the bugs fell on the few small modules that can host (the
+    utilities, ``db``, ``errors``): their names marked the bugs. Taken once, before the
+    first snippet goes in, and kept: re-ranked after each placement, a file that took a
+    block would change quartile and the draw would chase it."""
     if not proj.size_bins:
         gets_block = {
             f.path
@@ -193,7 +196,7 @@ def size_bins(proj: Project) -> dict[str, int]:
                 path,
             )
             for path, f in proj.files.items()
-            if f.lang != "text" or path.endswith(_CODE_EXT)
+            if (f.lang != "text" or path.endswith(_CODE_EXT)) and path in gets_block
         )
         proj.size_bins = {path: i * _SIZE_BINS // len(code) for i, (_, path) in enumerate(code)}
     return proj.size_bins
@@ -203,7 +206,7 @@ def by_file(rng: random.Random, proj: Project, hosts: list[Section]) -> list[Sec
     """``hosts`` in an order that draws the file first, then a section in it.
 
     The file is drawn so that the project's planted blocks fall in each size quartile of its
-    code files (:func:`size_bins`) as often as files drawn from all of them would: a
+    host files (:func:`size_bins`) as often as files drawn from all of them would: a
     quartile's weight is what it lacks of its share of the blocks planted so far, this one
     included (a quartile with no host gives its share to the nearest one with hosts), spread
     evenly over its host files. Host roles (helpers, routes, classes) are larger than the
@@ -220,7 +223,7 @@ def by_file(rng: random.Random, proj: Project, hosts: list[Section]) -> list[Sec
     for q, count in Counter(quartile.values()).items():
         share[min(hosting, key=lambda h: (abs(h - q), -h))] += count / len(quartile)
     planted = {f.path for f, sec in proj.registry.values() if any(b.tag for b in sec.blocks)}
-    placed = Counter(quartile.get(p, 0) for p in planted)
+    placed = Counter(quartile[p] for p in planted if p in quartile)
     lacking = {q: share[q] * (len(planted) + 1) - placed[q] for q in hosting}
 
     def key(path: str) -> tuple[bool, float]:
