@@ -15,10 +15,10 @@ from deeprepo import EpisodeConfig, SandboxConfig, make_policy
 from deeprepo.rl import TaskSpec, generate_tasks_in_memory, run_rollout
 
 # task id / rollout index -> (reward total rounded to 1e-9, stop reason, findings)
-RECORDED = {  # re-pinned by the placement stream: bugs drawn by file size, __init__.py hosts
-    "small-python-1272686665/0": (0.933333333, "answer_ready", 1),
-    "small-python-1272686665/1": (0.0, "answer_ready", 0),
-    "small-python-511025150/0": (0.776190476, "answer_ready", 1),
+RECORDED = {  # re-pinned by issue 19's tells rounds four and five (callers, shared lines, hosts)
+    "small-python-1272686665/0": (1.0, "answer_ready", 1),
+    "small-python-1272686665/1": (1.0, "answer_ready", 1),
+    "small-python-511025150/0": (1.0, "answer_ready", 2),
     "small-python-511025150/1": (1.0, "answer_ready", 2),
     "small-mixed-2035525362/0": (1.0, "answer_ready", 3),
     "small-mixed-2035525362/1": (1.0, "answer_ready", 3),
