@@ -134,14 +134,14 @@ def host_sections(proj: Project, snippet: Snippet) -> list[Section]:
     mods = [
         sec
         for sec in _function_modules(proj)
-        if snippet.block.key.isupper() or sec.id.split(":")[0] not in NO_FUNCTION_ROLES
+        if snippet.block.key.isupper() or role_of(sec) not in NO_FUNCTION_ROLES
     ]
     if is_composed(snippet):
         # Classes and the app module too: a composed snippet needs no caller, so no export.
         more = [
             sec
             for sid, (_f, sec) in proj.registry.items()
-            if (sec.class_name is not None or sid == "app") and sid.split(":")[0] != "tests"
+            if (sec.class_name is not None or sid == "app") and role_of(sec) != "tests"
         ]
         return mods + more
     return mods
@@ -167,34 +167,31 @@ def _function_modules(proj: Project) -> list[Section]:
 
 
 _SIZE_BINS = 4
-# About the lines of the one block a file that can hold a function ends up with: a planted
-# one, or the look-alike that ``sprinkle`` gives every such file without one.
-_ONE_BLOCK = 12
 # The roles that take no function, planted or sprinkled (``sprinkle`` shares them).
 NO_FUNCTION_ROLES = frozenset({"tests", "config"})
 
 
+def role_of(sec: Section) -> str:
+    """The role a section was made for (``routes``, ``svc``, ``tests`` …): its id's head."""
+    return sec.id.split(":", 1)[0]
+
+
 def size_bins(proj: Project) -> dict[str, int]:
     """Each code file's size quartile among the project's files that can hold a function
-    (tests and config never do), by the length it will have once each holds its one planted
-    or look-alike block. Ranked among all code files, the smallest quartile was mostly tests
+    (tests and config never do), by its rendered length (each of them ends up with one
+    planted or look-alike block, which moves none of them in the ranking). Ranked among all
+    code files, the smallest quartile was mostly tests
     and config, and its share of the bugs fell on the few small modules that can host (the
     utilities, ``db``, ``errors``): their names marked the bugs. Taken once, before the
     first snippet goes in, and kept: re-ranked after each placement, a file that took a
     block would change quartile and the draw would chase it."""
     if not proj.size_bins:
         gets_block = {
-            f.path
-            for sid, (f, _) in proj.registry.items()
-            if sid.split(":")[0] not in NO_FUNCTION_ROLES
+            f.path for f, sec in proj.registry.values() if role_of(sec) not in NO_FUNCTION_ROLES
         }
         renderer = proj.renderer()
         code = sorted(
-            (
-                (renderer.render(f) if f.lang != "text" else f.text).count("\n")
-                + _ONE_BLOCK * (path in gets_block),
-                path,
-            )
+            ((renderer.render(f) if f.lang != "text" else f.text).count("\n"), path)
             for path, f in proj.files.items()
             if (f.lang != "text" or path.endswith(_CODE_EXT)) and path in gets_block
         )

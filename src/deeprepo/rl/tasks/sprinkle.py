@@ -19,17 +19,13 @@ from deeprepo.rl.tasks.catalogue import safe_pool
 from deeprepo.rl.tasks.composed import echo_use, is_composed_use, restyled_use
 from deeprepo.rl.tasks.mutate import choose_shape, mutate_block
 from deeprepo.rl.tasks.naming import secret_token
-from deeprepo.rl.tasks.planting import NO_FUNCTION_ROLES, declared_names, insert_block
+from deeprepo.rl.tasks.planting import NO_FUNCTION_ROLES, declared_names, insert_block, role_of
 from deeprepo.rl.tasks.project import Project
 from deeprepo.rl.tasks.render import Block, Section, TemplateError, fill
 from deeprepo.rl.tasks.snippets import SafeUse, Snippet
 
 _HEX = "0123456789abcdef"
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def role_of(sec: Section) -> str:
-    return sec.id.split(":", 1)[0]
 
 
 def shuffle_constants(rng: random.Random, proj: Project) -> None:
@@ -178,10 +174,8 @@ def _sprinkle_one(
     keys = [rng.random() ** w for w in inv_weights]
     order = sorted(range(len(fits)), key=lambda k: -keys[k])
     base = {**proj.ctx, **sec.ctx}
-    for use in (
-        fits[k] for k in order
-    ):  # module-level names must be unique in their file (``taken``)
-        use = restyled_use(use, proj.lang, rng)
+    for k in order:  # module-level names must be unique in their file (``taken``)
+        use = restyled_use(fits[k], proj.lang, rng)
         name = rng.choice(use.names)
         key = _filled(name, base)
         if key is None or key in taken:
