@@ -25,11 +25,15 @@ POLICIES: dict[str, list[str]] = {"expert": programs.EXPERT}
 FINAL: dict[str, str] = {"expert": programs.EXPERT_FINAL}
 
 
-def register_policy(name: str, turns: list[str], final: str | None = None) -> None:
-    """Make ``scripted/<name>`` a root model; registering a name again replaces it."""
+def _turn_programs(name: str, turns: list[str]) -> list[str]:
     if not turns:
         raise ValueError(f"scripted policy {name!r} has no turn programs")
-    POLICIES[name] = turns
+    return turns
+
+
+def register_policy(name: str, turns: list[str], final: str | None = None) -> None:
+    """Make ``scripted/<name>`` a root model; registering a name again replaces it."""
+    POLICIES[name] = _turn_programs(name, turns)
     if final is None:
         FINAL.pop(name, None)
     else:
@@ -59,9 +63,7 @@ class ScriptedPolicy:
         that name (a policy built per task, which the shared table must not collect)."""
         self.policy = policy
         if turns is not None:
-            if not turns:
-                raise ValueError(f"scripted policy {policy!r} has no turn programs")
-            self._turns, self._final = turns, programs.SALVAGE_SUBMIT
+            self._turns, self._final = _turn_programs(policy, turns), programs.SALVAGE_SUBMIT
         else:
             self._turns = POLICIES[policy]
             self._final = FINAL.get(policy, programs.SALVAGE_SUBMIT)

@@ -18,7 +18,7 @@ finding on code neither a worker nor the root was shown — a blind guess — at
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from deeprepo.base.finding import Finding, normalize_cwe
@@ -133,7 +133,7 @@ def worker_reports(
                 if view is None:
                     continue  # the prompt did not carry this file's code
                 for n in _file_lines(view, claim.line):
-                    if any(abs(m - n) <= tolerance for m in view.text):
+                    if _near(view.text, n, tolerance):
                         out.append(WorkerReport(path, n, family))
     return out
 
@@ -178,5 +178,9 @@ def root_read(
 ) -> bool:
     """Whether the root's own outputs (:func:`root_views`) showed it the code of ``finding``:
     a line of the same file within ``tolerance`` of its start line."""
-    lines = seen.get(finding.file.removeprefix("./"), ())
-    return any(abs(n - finding.start_line) <= tolerance for n in lines)
+    return _near(seen.get(finding.file.removeprefix("./"), ()), finding.start_line, tolerance)
+
+
+def _near(shown: Iterable[int], line: int, tolerance: int) -> bool:
+    """Whether a shown file line lies within ``tolerance`` of ``line``."""
+    return any(abs(n - line) <= tolerance for n in shown)
