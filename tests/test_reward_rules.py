@@ -195,8 +195,9 @@ def test_redundancy_of_nothing_sent_is_zero() -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"beta": 0.0}, "reward 'beta' and 'files_per_turn' must be > 0"),
-        ({"files_per_turn": 0.0}, "reward 'beta' and 'files_per_turn' must be > 0"),
+        ({"beta": 0.0}, "reward 'beta', 'files_per_turn' and 'context_lines' must be > 0"),
+        ({"files_per_turn": 0.0}, "reward 'beta', 'files_per_turn' and 'context_lines' must be > 0"),
+        ({"context_lines": 0.0}, "reward 'beta', 'files_per_turn' and 'context_lines' must be > 0"),
         ({"coverage_threshold": 0.0}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
         ({"coverage_threshold": 1.5}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
         ({"min_fraction": 0.0}, "reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]"),
@@ -216,7 +217,7 @@ def test_weights_out_of_range_are_refused_saying_which(kw: dict[str, Any], messa
 @pytest.mark.parametrize(
     "kw",
     [
-        {"beta": 0.01}, {"files_per_turn": 0.5}, {"coverage_threshold": 1.0},
+        {"beta": 0.01}, {"files_per_turn": 0.5}, {"context_lines": 1.0}, {"coverage_threshold": 1.0},
         {"min_fraction": 1.0}, {"grounding_floor": 1.0}, {"grounding_floor": 0.0}, {"quality": 0},
     ],
 )  # fmt: skip

@@ -95,6 +95,18 @@ def test_two_giant_prompts_find_less_than_honest_batches() -> None:
     assert giant.reward.total < honest.reward.total
 
 
+def test_two_giant_prompts_past_the_context_are_charged_as_unread() -> None:
+    """Coverage is weighed by the attention the oracle reads by (decision 102): two prompts
+    of a medium task's 3,000 lines are skimmed, and the run pays for the code it skimmed."""
+    (task,) = generate_tasks_in_memory(TaskSpec("medium", seed=11, lang="js"), 1)
+    giant = rollout("two-giant-prompts", task)
+    honest = rollout("per-file", task)
+    assert honest.reward.parts["coverage_reward"] == 1.0
+    assert giant.reward.parts["coverage_reward"] <= 0.25
+    assert giant.reward.parts["early_finalize_penalty"] >= 0.75
+    assert giant.reward.total <= 0.40 < honest.reward.total
+
+
 def test_one_prompt_of_twenty_files_finds_less_than_twenty_prompts() -> None:
     """The oracle alone: the same twenty 60-line files, one prompt each or all in one
     (1,200 lines, past the 800-line context): the one prompt reports about (800 / 1,200)²

@@ -1,12 +1,17 @@
 """What a run's worker prompts carried, measured on content (``findings.coverage``):
 how much of each source file reached a worker in order, how many prompts carried code, and
 how much of it was sent again blindly. The reward's coverage, delegation and redundancy
-come from here."""
+come from here.
+
+A worker reads a long prompt less closely (:func:`attention`, the curve the ``oracle``
+worker answers by): a file's content counts as far as the prompts that carried it could be
+read, so a file buried in a prompt twice the worker's context counts a quarter
+(``DispatchStats.credit``, decision 102)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from deeprepo.codebase.languages import language_of
@@ -18,8 +23,22 @@ from deeprepo.findings.coverage import (
     shown_in,
 )
 from deeprepo.findings.grading import GroundTruthEntry
+from deeprepo.findings.line_keys import split_lines, views
 
-__all__ = ["DispatchStats", "dispatch_stats", "source_files"]
+__all__ = [
+    "DEFAULT_CONTEXT_LINES",
+    "DispatchStats",
+    "attention",
+    "dispatch_stats",
+    "prompt_size",
+    "source_files",
+]
+
+#: Non-empty prompt lines a worker reads in full (``docs/reward.md``, "Long prompts").
+DEFAULT_CONTEXT_LINES = 800
+# Attention is rounded to the nearest 1 / _ATTENTION_STEPS before shares are layered by it: a
+# run's long prompts then cost at most _ATTENTION_STEPS share computations, however many.
+_ATTENTION_STEPS = 20
 
 # Prose and lock files are not what a code audit must read; they stay out of the denominator.
 _NON_SOURCE_LANGUAGES = frozenset({"Markdown", "reStructuredText", "Text"})
@@ -58,6 +77,25 @@ class DispatchStats:
     targeted_prompts: int = 0  # short re-queries of content already sent (verification)
     # file -> in-order share of it the prompts showed (``CoverageIndex.shares``), above 0 only
     shares: Mapping[str, float] = field(default_factory=dict, compare=False)
+    # (attention, file -> in-order share shown by the prompts read at least that closely),
+    # highest attention first, prompts that cannot be read at all left out; None when every
+    # prompt was read in full (``shares`` alone).
+    layers: tuple[tuple[float, Mapping[str, float]], ...] | None = field(
+        default=None, compare=False
+    )
+
+    def credit(self, path: str, ramp: Callable[[float], float]) -> float:
+        """``path``'s credit: ``ramp`` of its in-order share, each share weighed by the
+        attention of the prompts that showed it. With layers a1 > a2 > ... (shares s1 <= s2
+        <= ...) it is the sum of (a_k - a_k+1) * ramp(s_k): a file shown whole in one prompt
+        read at attention a earns a, one shown whole in a prompt read in full earns 1."""
+        if self.layers is None:
+            return ramp(self.shares.get(path, 0.0))
+        total = 0.0
+        for k, (level, shares) in enumerate(self.layers):
+            below = self.layers[k + 1][0] if k + 1 < len(self.layers) else 0.0
+            total += (level - below) * ramp(shares.get(path, 0.0))
+        return total
 
     @property
     def redundancy(self) -> float:
@@ -65,6 +103,27 @@ class DispatchStats:
         by_lines = self.repeated_lines / self.shown_lines if self.shown_lines else 0.0
         by_prompts = self.duplicate_prompts / self.prompts if self.prompts else 0.0
         return max(by_lines, by_prompts)
+
+
+def prompt_size(prompt: str) -> int:
+    """The prompt's size in non-empty lines, as the worker reads it: of its view with the
+    most lines (a file wrapped in a JSON string is its lines, not one line)."""
+    return max(sum(map(bool, map(str.strip, split_lines(v)))) for v in views(prompt))
+
+
+def attention(size: int, context_lines: float = DEFAULT_CONTEXT_LINES) -> float:
+    """How closely a worker reads a prompt of ``size`` non-empty lines: 1 within
+    ``context_lines``, then ``(context_lines / size) ** 2`` (``docs/reward.md``, "Long
+    prompts"). The ``oracle`` worker reports a located bug with this chance."""
+    return min(1.0, context_lines / max(size, 1)) ** 2
+
+
+def _attention_of(prompt: str, context_lines: float) -> float:
+    """:func:`attention` of ``prompt``; one whose every view has fewer line ends than
+    ``context_lines`` is read in full without its lines being counted (most prompts)."""
+    if all(v.count("\n") + v.count("\r") < context_lines for v in views(prompt)):
+        return 1.0
+    return attention(prompt_size(prompt), context_lines)
 
 
 def source_files(
@@ -90,6 +149,7 @@ def dispatch_stats(
     *,
     min_fraction: float = DEFAULT_MIN_FRACTION,
     index: CoverageIndex | None = None,
+    context_lines: float | None = None,
 ) -> DispatchStats:
     """Coverage, content-carrying prompts and repeated content of ``prompts`` over ``files``.
 
@@ -103,6 +163,10 @@ def dispatch_stats(
     again beside files it was not shown with (a caller with its callee, to follow data
     across files) is new context, and a prompt that re-sends at most 60 such lines and
     under half of every file it touches is a targeted re-query (checking a finding).
+
+    With ``context_lines`` each prompt is also weighed by :func:`attention` (rounded to a
+    twentieth) and ``layers`` holds the shares shown by the prompts read at least that
+    closely, for :meth:`DispatchStats.credit`.
     """
     index = index or CoverageIndex(files)
     per_file = {path: index.distinct_lines(path) for path in files}
@@ -114,8 +178,13 @@ def dispatch_stats(
     shown = content = repeated = targeted = 0
     all_lines: set[str] = set()
     all_pairs: Counter[tuple[str, str]] = Counter()
+    by_attention: dict[float, list[Shown]] = {}
     for prompt in prompts:
         shown_here = shown_in([prompt])
+        if context_lines is not None:
+            steps = round(_attention_of(prompt, context_lines) * _ATTENTION_STEPS)
+            level = steps / _ATTENTION_STEPS
+            by_attention.setdefault(level, []).append(shown_here)
         all_lines |= shown_here.lines
         all_pairs.update(shown_here.pairs.elements())  # counted in C, not item by item
         lines = shown_here.lines
@@ -148,6 +217,7 @@ def dispatch_stats(
             content += 1  # a check of a finding carries the code it checks
     shares = index.shares(Shown(frozenset(all_lines), all_pairs))
     return DispatchStats(
+        layers=_layers(index, by_attention) if set(by_attention) - {1.0} else None,
         covered=frozenset(f for f, share in shares.items() if share >= min_fraction),
         shares=shares,
         prompts=len(prompts),
@@ -158,3 +228,20 @@ def dispatch_stats(
         repeated_lines=repeated,
         targeted_prompts=targeted,
     )
+
+
+def _layers(
+    index: CoverageIndex, by_attention: Mapping[float, Sequence[Shown]]
+) -> tuple[tuple[float, Mapping[str, float]], ...]:
+    """For each attention level, highest first, the shares shown by every prompt read at
+    least that closely (a level of 0 is a prompt that could not be read: it earns nothing)."""
+    out: list[tuple[float, Mapping[str, float]]] = []
+    lines: frozenset[str] = frozenset()
+    pairs: Counter[tuple[str, str]] = Counter()
+    for level in sorted(by_attention, reverse=True):
+        for shown in by_attention[level]:
+            lines |= shown.lines
+            pairs.update(shown.pairs.elements())
+        if level > 0:
+            out.append((level, index.shares(Shown(lines, pairs))))
+    return tuple(out)

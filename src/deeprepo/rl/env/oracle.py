@@ -17,9 +17,10 @@ worker does, so a root cannot game it with something an LLM would not answer:
   something else ("summarise", "translate the comments", "count the lines"): then it
   answers what was asked (``oracle_reply.py``) with no finding (``off_task_rate``, 0 by
   default, is the share of normal findings an off-task prompt still gets).
-* **It tires.** Past ``context_lines`` non-empty prompt lines, the chance of reporting a
-  bug falls as ``(context_lines / lines) ** 2``: a prompt holding a hundred files finds
-  almost nothing (``docs/reward.md``, "Long prompts").
+* **It tires.** Past ``context_lines`` non-empty prompt lines (``dispatch.prompt_size``,
+  the size the reward weighs coverage by), the chance of reporting a bug falls as
+  ``(context_lines / lines) ** 2`` (``dispatch.attention``): a prompt holding a hundred
+  files finds almost nothing (``docs/reward.md``, "Long prompts").
 * **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
   false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
   a decoy when one is shown, the rest preferably on lines that use a risky-looking API.
@@ -59,6 +60,7 @@ from deeprepo.findings.grading import (
     load_ground_truth,
     parse_ground_truth,
 )
+from deeprepo.rl.env.dispatch import DEFAULT_CONTEXT_LINES, attention, prompt_size
 from deeprepo.rl.env.oracle_ask import classify_instruction, read_request
 from deeprepo.rl.env.oracle_read import PromptReader, ShownFile
 from deeprepo.rl.env.oracle_reply import off_task_reply
@@ -112,7 +114,7 @@ class OracleWorker:
         false_rate: float = 0.1,
         seed: int = 0,
         codebase: Mapping[str, str] | None = None,
-        context_lines: int = 800,
+        context_lines: int = DEFAULT_CONTEXT_LINES,
         off_task_rate: float = 0.0,
         families: FamilyTable | None = None,
     ) -> None:
@@ -174,23 +176,24 @@ class OracleWorker:
         """The worker's reply to one prompt: the findings JSON (``{"findings": [...]}``) when
         it asks for an audit, asks nothing (bare code) or an off-task draw found something,
         else what the prompt asked for ("OK", a summary, a line count, the function names)."""
-        shown, instruction, size = self._reader.read(prompt)
+        shown, instruction, _ = self._reader.read(prompt)
         request = read_request(instruction, system)
-        found = self._findings(shown, instruction, size, bool(request.audit))
+        found = self._findings(shown, instruction, prompt_size(prompt), bool(request.audit))
         if request.audit is False and not found:
             return off_task_reply(request.kind, shown)
         return json.dumps({"findings": found})
 
     def findings(self, prompt: str, system: str | None = None) -> list[OracleFinding]:
         """Findings (worker dicts with ``file``) for the code the prompt shows."""
-        shown, instruction, size = self._reader.read(prompt)
-        return self._findings(shown, instruction, size, classify_instruction(instruction, system))
+        shown, instruction, _ = self._reader.read(prompt)
+        audit = classify_instruction(instruction, system)
+        return self._findings(shown, instruction, prompt_size(prompt), audit)
 
     def attention(self, size: int) -> float:
         """The chance a located bug in a prompt of ``size`` non-empty lines is reported (before
         ``miss_rate``), and the scale of false findings: 1 within ``context_lines``, then
         ``(context_lines / size) ** 2`` (``docs/reward.md``, "The oracle worker")."""
-        return min(1.0, self.context_lines / max(size, 1)) ** 2
+        return attention(size, self.context_lines)
 
     def _findings(
         self, shown: Mapping[str, ShownFile], instruction: str, size: int, audit: bool

@@ -9,7 +9,9 @@ Every part is a number in [0, 1] and is reported as its own metric::
                      that code (``grounding.py``; 1.0 when no replies were recorded)
     coverage         mean credit of the coverable source files: how much of each file's content
                      reached a sub-LLM *in order* (``findings.coverage``), credited on a ramp
-                     from ``min_fraction`` (0) to the whole file (1)
+                     from ``min_fraction`` (0) to the whole file (1), weighed by how closely
+                     the worker could read the prompts that carried it (past
+                     ``context_lines``, ``dispatch.attention``)
     delegation       share of sub-calls sent in parallel batches (size > 1), times the share
                      of sent prompts that carried file content
     efficiency       turns and root tokens against a budget scaled by the task's size, times
@@ -63,7 +65,7 @@ from deeprepo.findings.grading import (
     grade,
     parse_ground_truth,
 )
-from deeprepo.rl.env.dispatch import dispatch_stats, source_files
+from deeprepo.rl.env.dispatch import DEFAULT_CONTEXT_LINES, dispatch_stats, source_files
 from deeprepo.rl.env.grounding import grounded, root_read, root_views, worker_reports
 
 __all__ = [
@@ -117,6 +119,9 @@ class RewardWeights:
     # In-order share of a file at or below which it earns no coverage (credit rises linearly
     # to 1 for the whole file): a file cut short by a twentieth earns nothing.
     min_fraction: float = CREDIT_FLOOR
+    # Non-empty prompt lines a worker reads in full; past them a file's coverage is weighed by
+    # (context_lines / lines) ** 2, the oracle's own attention (decision 102).
+    context_lines: float = DEFAULT_CONTEXT_LINES
     base_turns: float = 6.0  # turn budget = base_turns + source files / files_per_turn
     files_per_turn: float = 50.0
     base_root_tokens: float = 30_000.0  # root token budget = base + share * codebase tokens
@@ -127,8 +132,8 @@ class RewardWeights:
             value = getattr(self, f.name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"reward weight {f.name!r} must be a number >= 0, got {value!r}")
-        if self.beta <= 0 or self.files_per_turn <= 0:
-            raise ConfigError("reward 'beta' and 'files_per_turn' must be > 0")
+        if self.beta <= 0 or self.files_per_turn <= 0 or self.context_lines <= 0:
+            raise ConfigError("reward 'beta', 'files_per_turn' and 'context_lines' must be > 0")
         if not 0 < self.coverage_threshold <= 1 or not 0 < self.min_fraction <= 1:
             raise ConfigError("reward 'coverage_threshold' and 'min_fraction' must be in (0, 1]")
         if self.grounding_floor > 1:
@@ -197,6 +202,22 @@ def _root_outputs(result: RunResult) -> list[str]:
     return [result.first_message, *(t.output for t in result.turns)]
 
 
+def _budgeted_coverage(
+    credits: Mapping[str, float], files: Mapping[str, str], capacity: float
+) -> tuple[float, float]:
+    """Coverage under a sub-call budget, and the share of the code the budget can reach: the
+    lines read (each file's lines times its credit) over the fewer of all lines and
+    ``capacity``, the prompt lines the budget's calls can carry read in full. A file's
+    blank lines count, since a numbered prompt carries them as lines too."""
+    lines = {f: len(files[f].splitlines()) for f in credits}
+    total = sum(lines.values())
+    if not total:
+        return 1.0, 1.0
+    read = sum(credits[f] * n for f, n in lines.items())
+    reach = min(float(total), capacity)
+    return min(1.0, read / reach), reach / total
+
+
 def _budget_score(budget: float, used: float) -> float:
     return 1.0 if used <= budget else budget / used
 
@@ -209,16 +230,25 @@ def compute_reward(
     *,
     index: CoverageIndex | None = None,
     replies: Sequence[tuple[str, str]] | None = None,
+    sub_call_budget: int | None = None,
 ) -> Reward:
     """Score one rollout. ``index`` (a ``CoverageIndex`` of ``codebase_files``) may be passed
     in to reuse it across rollouts of the same task. ``replies`` are the rollout's
-    ``(prompt, worker reply)`` pairs; without them grounding is not measured (1.0)."""
+    ``(prompt, worker reply)`` pairs; without them grounding is not measured (1.0).
+
+    ``sub_call_budget`` is the task's (the hard tier): too few calls to read every line
+    closely, so coverage is the share of the lines the budget *could* have read closely
+    (``sub_call_budget * context_lines``) that the run did read, weighed by attention."""
     w = weights or RewardWeights()
     index = index or CoverageIndex(codebase_files)
     entries = parse_ground_truth(list(ground_truth))
     sources = source_files(codebase_files, entries)
     stats = dispatch_stats(
-        codebase_files, result.sent_prompts, min_fraction=w.min_fraction, index=index
+        codebase_files,
+        result.sent_prompts,
+        min_fraction=w.min_fraction,
+        index=index,
+        context_lines=w.context_lines,
     )
 
     score = grade(result.findings, entries, tolerance=w.tolerance)
@@ -240,8 +270,17 @@ def compute_reward(
         grounding = grounded_tp / len(score.matches)
         read_share = root_read_tp / len(score.matches)
     gate = quality * (grounding + w.grounding_floor * read_share)
-    credits = {f: coverage_credit(stats.shares.get(f, 0.0), w.min_fraction) for f in sources}
+
+    def ramp(share: float) -> float:
+        return coverage_credit(share, w.min_fraction)
+
+    credits = {f: stats.credit(f, ramp) for f in sources}
     coverage = sum(credits.values()) / len(sources) if sources else 1.0
+    reachable = 1.0
+    if sub_call_budget is not None and sources:
+        coverage, reachable = _budgeted_coverage(
+            credits, codebase_files, sub_call_budget * w.context_lines
+        )
     share = sum(stats.shares.get(f, 0.0) for f in sources) / len(sources) if sources else 1.0
 
     requested = sum(result.batch_sizes)
@@ -292,6 +331,7 @@ def compute_reward(
         "source_files": float(len(sources)),
         "files_covered": sum(credits.values()),  # in whole-file equivalents
         "coverage_share": share,  # mean in-order share, before the ramp
+        "coverage_reachable": reachable,  # share of the lines a sub-call budget can read
         "content_prompts": float(stats.content_prompts),
         "batch_share": batch_share,
         "turn_budget": turn_budget,

@@ -243,6 +243,7 @@ async def run_rollout(
         weights,
         index=coverage_index,
         replies=recorder.replies,
+        sub_call_budget=task_budget,
     )
     return RolloutOutcome(
         task_id=task.id,
