@@ -8,15 +8,17 @@ run as they are (they do not plan for a budget: the calls past it are refused). 
                     packed up to ~700 lines a prompt, one prompt per call, the replies
                     recorded as they come (the floor a budget-aware root must beat);
 ``pack-all``        no choice at all: every source file, in order, packed evenly into the
-                    calls the budget allows (long prompts: full coverage, little recall);
+                    calls the budget allows (long prompts, read at the attention their
+                    length allows: little coverage, little recall);
 ``routes-first``    honest and budget-aware, without the ground truth: half the calls on
                     the files that import the most local modules (routes, entry points)
-                    with their import closures, ~700 lines a prompt; the other half shows
-                    the rest of the code in long packed prompts (coverage, little recall);
+                    with their import closures, ~700 lines a prompt; the rest of the code
+                    tops those prompts up and fills the calls left, ~740 lines a prompt,
+                    as far as it goes;
 ``upper-bound``     allowed to see everything (:func:`upper_bound_policy`, built per task
                     from its ground truth): the files of every planted bug with the file
                     its flow starts in, ~700 lines a prompt, then the rest of
-                    the code packed into the calls left, for coverage. The documented
+                    the code into the calls left, as ``routes-first``. The documented
                     ceiling of the tier.
 
 Gaming routes (each must stay at or below 0.40 on the ordinary tiers, or below the lowest
@@ -91,16 +93,29 @@ def packed(groups, limit=LIMIT, most=BUDGET):
             prompts.append([list(g), n])
     return [p for p, _ in prompts]
 
-def with_the_rest(first):
-    # The files ``first`` leaves out share the calls left, however long the prompts get:
-    # coverage, not attention (a worker reads little of a prompt past ~800 lines).
+FILL = 740  # the calls left are filled closer to the ~800 lines a worker reads in full
+
+def with_the_rest(first, limit=FILL):
+    # The files ``first`` leaves out top up its prompts, then fill the calls left, ``limit``
+    # lines a prompt (first fit): a worker reads little of a prompt past ~800 lines, and
+    # coverage counts what it can read. What does not fit stays unread.
     seen = {q for g in first for q in g}
-    rest = [p for p in sources if p not in seen]
-    left = max(0, BUDGET - len(first))
-    if not rest or not left:
-        return first
-    share = max(LIMIT, -(-sum(sizes[p] for p in rest) // left))
-    return first + packed([[p] for p in rest], limit=share, most=left)
+    out = [[list(g), sum(sizes[q] for q in g)] for g in first]
+    for p in sources:
+        if p in seen:
+            continue
+        room = [o for o in out if o[1] + sizes[p] <= limit]
+        if room:
+            room[0][0].append(p)
+            room[0][1] += sizes[p]
+        elif len(out) < BUDGET:
+            out.append([[p], sizes[p]])
+    return [g for g, _ in out]
+
+def evenly(files):
+    # Every file, in order, packed evenly into the calls allowed, however long that makes them.
+    left = max(1, min(BUDGET, len(files)))
+    return packed([[p] for p in files], limit=max(LIMIT, -(-sum(sizes[p] for p in files) // left)))
 
 def ask(prompts_files):
     replies = llm_batch([flow_prompt(g) if len(g) > 1 else file_audit_prompt(g[0]) for g in prompts_files])
@@ -133,7 +148,7 @@ print("read", sum(map(len, chosen)), "of", len(sources), "files in", len(chosen)
 
 PACK_ALL = _program(
     r"""
-chosen = with_the_rest([])
+chosen = evenly(sources)
 ask(chosen)
 print("every file in", len(chosen), "prompts")
 """
