@@ -16,7 +16,8 @@ could write against the REPL contract (DESIGN §3); each has a test in
                         generated tasks on training seeds disjoint from every test seed,
                         ``shape_table.py``);
 ``two-giant-prompts``   every file, numbered, in two audit prompts (one batch of two),
-                        the replies recorded: delegation and efficiency pay in full.
+                        the replies recorded: delegation pays in full; past the worker's
+                        context coverage and efficiency pay what it can read (decision 102).
 """
 
 from __future__ import annotations
