@@ -30,6 +30,7 @@ __all__ = [
     "DispatchStats",
     "attention",
     "dispatch_stats",
+    "prompt_attention",
     "prompt_size",
     "source_files",
 ]
@@ -118,9 +119,10 @@ def attention(size: int, context_lines: float = DEFAULT_CONTEXT_LINES) -> float:
     return min(1.0, context_lines / max(size, 1)) ** 2
 
 
-def _attention_of(prompt: str, context_lines: float) -> float:
-    """:func:`attention` of ``prompt``; one whose every view has fewer line ends than
-    ``context_lines`` is read in full without its lines being counted (most prompts)."""
+def prompt_attention(prompt: str, context_lines: float = DEFAULT_CONTEXT_LINES) -> float:
+    """:func:`attention` at :func:`prompt_size`: how closely a worker reads ``prompt``. One
+    whose every view has fewer line ends than ``context_lines`` is read in full without its
+    lines being counted (most prompts: the oracle and the reward ask for every one)."""
     if all(v.count("\n") + v.count("\r") < context_lines for v in views(prompt)):
         return 1.0
     return attention(prompt_size(prompt), context_lines)
@@ -182,7 +184,7 @@ def dispatch_stats(
     for prompt in prompts:
         shown_here = shown_in([prompt])
         if context_lines is not None:
-            steps = round(_attention_of(prompt, context_lines) * _ATTENTION_STEPS)
+            steps = round(prompt_attention(prompt, context_lines) * _ATTENTION_STEPS)
             level = steps / _ATTENTION_STEPS
             by_attention.setdefault(level, []).append(shown_here)
         all_lines |= shown_here.lines

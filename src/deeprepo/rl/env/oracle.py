@@ -19,7 +19,7 @@ worker does, so a root cannot game it with something an LLM would not answer:
   default, is the share of normal findings an off-task prompt still gets).
 * **It tires.** Past ``context_lines`` non-empty prompt lines (``dispatch.prompt_size``,
   the size the reward weighs coverage by), the chance of reporting a bug falls as
-  ``(context_lines / lines) ** 2`` (``dispatch.attention``): a prompt holding a hundred
+  ``(context_lines / lines) ** 2`` (``dispatch.prompt_attention``): a prompt holding a hundred
   files finds almost nothing (``docs/reward.md``, "Long prompts").
 * **It errs like a worker.** Each located bug is missed with probability ``miss_rate``;
   false findings come at ``false_rate`` per 1,000 non-trivial lines shown, half of them on
@@ -60,7 +60,7 @@ from deeprepo.findings.grading import (
     load_ground_truth,
     parse_ground_truth,
 )
-from deeprepo.rl.env.dispatch import DEFAULT_CONTEXT_LINES, attention, prompt_size
+from deeprepo.rl.env.dispatch import DEFAULT_CONTEXT_LINES, attention, prompt_attention
 from deeprepo.rl.env.oracle_ask import classify_instruction, read_request
 from deeprepo.rl.env.oracle_read import PromptReader, ShownFile
 from deeprepo.rl.env.oracle_reply import off_task_reply
@@ -178,7 +178,7 @@ class OracleWorker:
         else what the prompt asked for ("OK", a summary, a line count, the function names)."""
         shown, instruction, _ = self._reader.read(prompt)
         request = read_request(instruction, system)
-        found = self._findings(shown, instruction, prompt_size(prompt), bool(request.audit))
+        found = self._findings(shown, instruction, self._attention(prompt), bool(request.audit))
         if request.audit is False and not found:
             return off_task_reply(request.kind, shown)
         return json.dumps({"findings": found})
@@ -187,7 +187,7 @@ class OracleWorker:
         """Findings (worker dicts with ``file``) for the code the prompt shows."""
         shown, instruction, _ = self._reader.read(prompt)
         audit = classify_instruction(instruction, system)
-        return self._findings(shown, instruction, prompt_size(prompt), audit)
+        return self._findings(shown, instruction, self._attention(prompt), audit)
 
     def attention(self, size: int) -> float:
         """The chance a located bug in a prompt of ``size`` non-empty lines is reported (before
@@ -195,12 +195,15 @@ class OracleWorker:
         ``(context_lines / size) ** 2`` (``docs/reward.md``, "The oracle worker")."""
         return attention(size, self.context_lines)
 
+    def _attention(self, prompt: str) -> float:
+        """:meth:`attention` of ``prompt`` at the size the reward weighs it by."""
+        return prompt_attention(prompt, self.context_lines)
+
     def _findings(
-        self, shown: Mapping[str, ShownFile], instruction: str, size: int, audit: bool
+        self, shown: Mapping[str, ShownFile], instruction: str, attention: float, audit: bool
     ) -> list[OracleFinding]:
         if not shown:
             return []
-        attention = self.attention(size)
         if not audit:
             attention *= self.off_task_rate
             if attention == 0.0:

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from functools import partial
 from typing import TypeVar
 
 from deeprepo.base.errors import ConfigError
@@ -208,8 +209,9 @@ def _budgeted_coverage(
     """Coverage under a sub-call budget, and the share of the code the budget can reach: the
     lines read (each file's lines times its credit) over the fewer of all lines and
     ``capacity``, the prompt lines the budget's calls can carry read in full. A file's
-    blank lines count, since a numbered prompt carries them as lines too."""
-    lines = {f: len(files[f].splitlines()) for f in credits}
+    blank lines count, since a numbered prompt carries them as lines too (counted in C, not
+    split: a hard task holds 100-500 files, scored on every rollout)."""
+    lines = {f: (t := files[f]).count("\n") + (not t.endswith("\n")) for f in credits}
     total = sum(lines.values())
     if not total:
         return 1.0, 1.0
@@ -270,10 +272,7 @@ def compute_reward(
         grounding = grounded_tp / len(score.matches)
         read_share = root_read_tp / len(score.matches)
     gate = quality * (grounding + w.grounding_floor * read_share)
-
-    def ramp(share: float) -> float:
-        return coverage_credit(share, w.min_fraction)
-
+    ramp = partial(coverage_credit, floor=w.min_fraction)
     credits = {f: stats.credit(f, ramp) for f in sources}
     coverage = sum(credits.values()) / len(sources) if sources else 1.0
     reachable = 1.0
