@@ -80,37 +80,30 @@ LIMIT = 700
 BUDGET = call_budget() or 10**6
 sizes = {p: codebase[p].count("\n") + 1 for p in sources}
 
-def packed(groups, limit=LIMIT, most=BUDGET):
-    # Greedy: a group joins the open prompt while it fits, else opens the next one.
-    prompts = []
+def packed(groups, limit=LIMIT, most=BUDGET, prompts=()):
+    # First fit: a group joins the first prompt (of ``prompts`` given, then of those it
+    # opened) it fits in, else opens the next one while calls remain; what fits nowhere
+    # stays unread.
+    out = [[list(g), sum(sizes[q] for q in g)] for g in prompts]
     for g in groups:
         g = [q for q in g if q in sizes]
         n = sum(sizes[q] for q in g)
-        if prompts and prompts[-1][1] + n <= limit:
-            prompts[-1][0].extend(q for q in g if q not in prompts[-1][0])
-            prompts[-1][1] += n
-        elif len(prompts) < most:
-            prompts.append([list(g), n])
-    return [p for p, _ in prompts]
+        room = next((o for o in out if o[1] + n <= limit), None)
+        if room is not None:
+            room[0].extend(q for q in g if q not in room[0])
+            room[1] += n
+        elif len(out) < most:
+            out.append([list(g), n])
+    return [p for p, _ in out]
 
 FILL = 740  # the calls left are filled closer to the ~800 lines a worker reads in full
 
 def with_the_rest(first, limit=FILL):
     # The files ``first`` leaves out top up its prompts, then fill the calls left, ``limit``
-    # lines a prompt (first fit): a worker reads little of a prompt past ~800 lines, and
-    # coverage counts what it can read. What does not fit stays unread.
+    # lines a prompt: a worker reads little of a prompt past ~800 lines, and coverage counts
+    # what it can read.
     seen = {q for g in first for q in g}
-    out = [[list(g), sum(sizes[q] for q in g)] for g in first]
-    for p in sources:
-        if p in seen:
-            continue
-        room = [o for o in out if o[1] + sizes[p] <= limit]
-        if room:
-            room[0][0].append(p)
-            room[0][1] += sizes[p]
-        elif len(out) < BUDGET:
-            out.append([[p], sizes[p]])
-    return [g for g, _ in out]
+    return packed([[p] for p in sources if p not in seen], limit=limit, prompts=first)
 
 def evenly(files):
     # Every file, in order, packed evenly into the calls allowed, however long that makes them.
