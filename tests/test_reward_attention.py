@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_reward_rules import module, result
 
 from deeprepo.base.finding import Finding
-from deeprepo.base.records import RunResult
 from deeprepo.findings.coverage import coverage_credit
 from deeprepo.rl.env.dispatch import (
     DEFAULT_CONTEXT_LINES,
@@ -19,11 +19,6 @@ from deeprepo.rl.env.dispatch import (
 )
 from deeprepo.rl.env.oracle import OracleWorker
 from deeprepo.rl.env.reward import RewardWeights, compute_reward
-
-
-def module(name: str, n: int) -> str:
-    return "\n".join(f"value_{name}_{i} = compute_{name}(arg_{i}, {i})" for i in range(n)) + "\n"
-
 
 ASK = "Audit this code for security bugs.\n\n"
 # Ten files of 160 lines: 1,600 in all, twice the default context.
@@ -95,16 +90,6 @@ def test_a_larger_context_reads_the_long_prompt_in_full() -> None:
     assert credits([ONE_PROMPT], context_lines=2000) == dict.fromkeys(FILES, 1.0)
 
 
-def run(prompts: list[str], findings: list[Finding]) -> RunResult:
-    return RunResult(
-        answer="r", incomplete=False, stop_reason="answer_ready", stop_detail="",
-        findings=findings, turns=[], sub_calls=len(prompts), files_covered=[],
-        coverable_files=0, usage=[], total_cost_usd=0.0, wall_seconds=1.0, root_model="t",
-        sub_model="o", sandbox_mode="process", sent_prompts=prompts,
-        batch_sizes=[len(prompts)],
-    )  # fmt: skip
-
-
 GT = [{"id": "a", "file": "svc/m2.py", "start_line": 40, "end_line": 40, "cwe": "CWE-89"}]
 HIT = [Finding("svc/m2.py", 40, 40, "sql-injection", "CWE-89", "high", "t")]
 
@@ -117,9 +102,9 @@ def test_the_reward_charges_a_skimmed_repository_as_unread() -> None:
         ASK + "\n\n".join(list(FILES.values())[:5]),
         ASK + "\n\n".join(list(FILES.values())[5:]),
     ]
-    honest = compute_reward(run(PER_FILE, HIT), GT, FILES)
-    split = compute_reward(run(halves, HIT), GT, FILES)
-    giant = compute_reward(run([ONE_PROMPT, ONE_PROMPT + "\nAgain."], HIT), GT, FILES)
+    honest = compute_reward(result(HIT, PER_FILE, []), GT, FILES)
+    split = compute_reward(result(HIT, halves, []), GT, FILES)
+    giant = compute_reward(result(HIT, [ONE_PROMPT, ONE_PROMPT + "\nAgain."], []), GT, FILES)
     assert prompt_size(halves[0]) == 801  # one line past the context: attention 0.9975
     assert honest.parts["coverage_reward"] == split.parts["coverage_reward"] == 1.0
     assert split.total == honest.total
@@ -129,7 +114,7 @@ def test_the_reward_charges_a_skimmed_repository_as_unread() -> None:
 
 
 def test_the_weight_is_a_reward_knob() -> None:
-    giant = run([ONE_PROMPT, ONE_PROMPT + "\nAgain."], HIT)
+    giant = result(HIT, [ONE_PROMPT, ONE_PROMPT + "\nAgain."], [])
     wide = RewardWeights(context_lines=4000)
     assert compute_reward(giant, GT, FILES, wide).parts["coverage_reward"] == 1.0
     assert RewardWeights.from_dict({"context_lines": 400}).context_lines == 400.0
